@@ -1,0 +1,74 @@
+package memory
+
+import "time"
+
+// Window states, as the session status reports them.
+const (
+	WindowOK            = "ok"
+	WindowFlushDue      = "flush_due"
+	WindowCompactionDue = "compaction_due"
+	WindowOverLimit     = "over_limit"
+)
+
+// FlushPrompt is what the server tells an agent once per compaction cycle,
+// before context is lost.
+const FlushPrompt = "the session is near compaction: save durable facts, decisions and preferences now as pinned notes"
+
+// Budget is the policy that turns a window's size into a state.
+type Budget struct {
+	TriggerPct     float64 // compaction starts at this share of the context window
+	MaxPct         float64 // hard limit
+	FlushThreshold int     // tokens before the trigger at which the agent is asked to flush
+}
+
+// DefaultBudget is the documented default policy.
+var DefaultBudget = Budget{TriggerPct: 0.50, MaxPct: 0.85, FlushThreshold: 4000}
+
+// State classifies a window of tokens out of window.
+func (b Budget) State(tokens, window int) string {
+	switch {
+	case window <= 0:
+		return WindowOK
+	case float64(tokens) >= b.MaxPct*float64(window):
+		return WindowOverLimit
+	case float64(tokens) >= b.TriggerPct*float64(window):
+		return WindowCompactionDue
+	case float64(tokens) >= b.TriggerPct*float64(window)-float64(b.FlushThreshold):
+		return WindowFlushDue
+	}
+	return WindowOK
+}
+
+// Status is a session as the API reports it.
+type Status struct {
+	ID            string         `json:"id"`
+	ContextWindow int            `json:"context_window"`
+	Encoding      string         `json:"encoding"`
+	Metadata      map[string]any `json:"metadata,omitempty"`
+	Tokens        int            `json:"tokens"`
+	PctUsed       float64        `json:"pct_used"`
+	State         string         `json:"state"`
+	Messages      Counts         `json:"messages"`
+	Summaries     int            `json:"summaries"`
+	Compactions   int            `json:"compactions"`
+	FlushPrompt   string         `json:"flush_prompt,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
+	UpdatedAt     time.Time      `json:"updated_at"`
+}
+
+// StatusOf reports s under budget b.
+func (b Budget) StatusOf(s *Session) *Status {
+	st := &Status{
+		ID: s.ID, ContextWindow: s.ContextWindow, Encoding: s.Encoding, Metadata: s.Metadata,
+		Tokens: s.Tokens, Messages: s.Counts, Summaries: s.Summaries, Compactions: s.Compactions,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+	}
+	if s.ContextWindow > 0 {
+		st.PctUsed = float64(int(float64(s.Tokens)/float64(s.ContextWindow)*10000)) / 10000
+	}
+	st.State = b.State(s.Tokens, s.ContextWindow)
+	if st.State == WindowFlushDue {
+		st.FlushPrompt = FlushPrompt
+	}
+	return st
+}

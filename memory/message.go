@@ -1,0 +1,204 @@
+package memory
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Role is who wrote a message, in the OpenAI chat vocabulary.
+type Role string
+
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Valid reports whether r is one of the four chat roles.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+		return true
+	}
+	return false
+}
+
+// State is where a message stands with respect to the working window.
+type State string
+
+const (
+	StateActive     State = "active"     // in the working window
+	StateSummarized State = "summarized" // replaced by a summary; original kept cold
+	StateDropped    State = "dropped"    // moved to cold storage
+	StateRecovered  State = "recovered"  // brought back from cold storage into the window
+)
+
+// States lists every state in a stable order.
+var States = []State{StateActive, StateSummarized, StateDropped, StateRecovered}
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	switch s {
+	case StateActive, StateSummarized, StateDropped, StateRecovered:
+		return true
+	}
+	return false
+}
+
+// InWindow reports whether a message in state s counts toward the working window.
+func (s State) InWindow() bool { return s == StateActive || s == StateRecovered }
+
+// KindSummary marks a message the server wrote to replace others.
+const KindSummary = "summary"
+
+// ToolCall is an assistant's request to call a tool, in the OpenAI shape.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the function a ToolCall invokes and its JSON arguments.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Message is one stored chat message. The JSON tags are the API's field names,
+// so the same value serves the store, the export format and the wire.
+type Message struct {
+	ID         string         `json:"id"`
+	Tenant     string         `json:"tenant,omitempty"`
+	SessionID  string         `json:"session_id"`
+	Seq        uint64         `json:"seq"`
+	Role       Role           `json:"role"`
+	Content    string         `json:"content"`
+	Name       string         `json:"name,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+	ToolCalls  []ToolCall     `json:"tool_calls,omitempty"`
+	Important  bool           `json:"important"`
+	Pinned     bool           `json:"pinned"`
+	Metadata   map[string]any `json:"metadata,omitempty"`
+	CreatedAt  time.Time      `json:"created_at"`
+	Tokens     int            `json:"tokens"`
+	State      State          `json:"state"`
+	Kind       string         `json:"kind,omitempty"`
+	Sources    []string       `json:"sources,omitempty"`
+
+	// Vector is the message's embedding. It is stored apart from the record
+	// (it is large and most reads do not need it).
+	Vector []float32 `json:"-"`
+}
+
+// IsSummary reports whether m was written by the server to replace others.
+func (m *Message) IsSummary() bool { return m.Kind == KindSummary }
+
+// InWindow reports whether m costs tokens in the working window now.
+func (m *Message) InWindow() bool { return m.State.InWindow() }
+
+// Limits bound what one request may carry.
+type Limits struct {
+	MaxMessagesPerCall int // messages in one POST
+	MaxContentBytes    int // bytes of content in one message
+	MaxMetadataKeys    int
+	MaxMetadataBytes   int // bytes of one message's metadata, encoded
+}
+
+// DefaultLimits are the limits of API.md.
+var DefaultLimits = Limits{
+	MaxMessagesPerCall: 1000,
+	MaxContentBytes:    1 << 20,
+	MaxMetadataKeys:    64,
+	MaxMetadataBytes:   16 << 10,
+}
+
+// Validate checks a message as a client sent it. It returns an *Error with
+// EINVALID or ETOOLARGE naming the field that is wrong; i is the message's
+// position in the request, for the message text.
+func (m *Message) Validate(i int, lim Limits) error {
+	if !m.Role.Valid() {
+		return Errorf(EINVALID, "messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
+	}
+	if len(m.Content) > lim.MaxContentBytes {
+		return Errorf(ETOOLARGE, "messages[%d].content: %d bytes is over the limit of %d", i, len(m.Content), lim.MaxContentBytes)
+	}
+	if strings.TrimSpace(m.Content) == "" && (m.Role != RoleAssistant || len(m.ToolCalls) == 0) {
+		return Errorf(EINVALID, "messages[%d].content: must not be empty (only an assistant message with tool_calls may have none)", i)
+	}
+	for field, s := range map[string]string{"content": m.Content, "name": m.Name, "tool_call_id": m.ToolCallID} {
+		if err := checkText(s); err != nil {
+			return Errorf(EINVALID, "messages[%d].%s: %v", i, field, err)
+		}
+	}
+	if len(m.Name) > 256 {
+		return Errorf(EINVALID, "messages[%d].name: longer than 256 bytes", i)
+	}
+	if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
+		return Errorf(EINVALID, "messages[%d].tool_calls: only assistant messages may call tools", i)
+	}
+	for j, tc := range m.ToolCalls {
+		if tc.Function.Name == "" {
+			return Errorf(EINVALID, "messages[%d].tool_calls[%d].function.name: required", i, j)
+		}
+		if err := checkText(tc.ID + tc.Function.Name + tc.Function.Arguments); err != nil {
+			return Errorf(EINVALID, "messages[%d].tool_calls[%d]: %v", i, j, err)
+		}
+	}
+	if m.ToolCallID != "" && m.Role != RoleTool {
+		return Errorf(EINVALID, "messages[%d].tool_call_id: only tool messages answer a tool call", i)
+	}
+	return validateMetadata(m.Metadata, i, lim)
+}
+
+// checkText refuses text a JSON client could not have meant: invalid UTF-8
+// (Go's decoder would silently replace it) and NUL bytes.
+func checkText(s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("not valid UTF-8")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("contains a NUL character")
+	}
+	return nil
+}
+
+func validateMetadata(md map[string]any, i int, lim Limits) error {
+	if len(md) > lim.MaxMetadataKeys {
+		return Errorf(EINVALID, "messages[%d].metadata: %d keys is over the limit of %d", i, len(md), lim.MaxMetadataKeys)
+	}
+	if err := ValidateMetadata(md); err != nil {
+		return Errorf(EINVALID, "messages[%d].%v", i, err)
+	}
+	if b, _ := json.Marshal(md); len(b) > lim.MaxMetadataBytes {
+		return Errorf(ETOOLARGE, "messages[%d].metadata: %d bytes is over the limit of %d", i, len(b), lim.MaxMetadataBytes)
+	}
+	return nil
+}
+
+// ValidateMetadata checks that every value is a string, a finite number or a bool.
+func ValidateMetadata(md map[string]any) error {
+	for k, v := range md {
+		if k == "" || checkText(k) != nil {
+			return fmt.Errorf("metadata: key %q is not a valid name", k)
+		}
+		switch x := v.(type) {
+		case string:
+			if err := checkText(x); err != nil {
+				return fmt.Errorf("metadata.%s: %v", k, err)
+			}
+		case bool, json.Number, int, int64:
+		case float64:
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return fmt.Errorf("metadata.%s: not a finite number", k)
+			}
+		default:
+			return fmt.Errorf("metadata.%s: values must be strings, numbers or booleans, not %T", k, v)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package memory
+
+import (
+	"regexp"
+	"time"
+)
+
+// Encodings the server can count tokens in.
+const (
+	EncodingO200k  = "o200k_base"
+	EncodingCL100k = "cl100k_base"
+)
+
+// ValidEncoding reports whether the server can count tokens in enc.
+func ValidEncoding(enc string) bool { return enc == EncodingO200k || enc == EncodingCL100k }
+
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}$`)
+
+// ValidateSessionID checks an id against API.md: 1 to 128 characters of
+// [A-Za-z0-9._:-], not starting with a dot (so no id is a path like "..").
+func ValidateSessionID(id string) error {
+	if !sessionIDPattern.MatchString(id) {
+		return Errorf(EINVALID, "session id %q: use 1 to 128 characters of A-Z a-z 0-9 . _ : - not starting with '.'", truncate(id, 140))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// Counts is how many messages of a session are in each state.
+type Counts struct {
+	Active     int `json:"active"`
+	Summarized int `json:"summarized"`
+	Dropped    int `json:"dropped"`
+	Recovered  int `json:"recovered"`
+}
+
+// Add adds delta to the count of state s.
+func (c *Counts) Add(s State, delta int) {
+	switch s {
+	case StateActive:
+		c.Active += delta
+	case StateSummarized:
+		c.Summarized += delta
+	case StateDropped:
+		c.Dropped += delta
+	case StateRecovered:
+		c.Recovered += delta
+	}
+}
+
+// Total is the number of messages of all states.
+func (c Counts) Total() int { return c.Active + c.Summarized + c.Dropped + c.Recovered }
+
+// Session is a conversation's record: its settings and running totals.
+// Tokens is the exact cost of the working window (active, recovered and
+// active summary messages), kept current by every write in the same transaction.
+type Session struct {
+	Tenant        string         `json:"tenant"`
+	ID            string         `json:"id"`
+	ContextWindow int            `json:"context_window"`
+	Encoding      string         `json:"encoding"`
+	Metadata      map[string]any `json:"metadata,omitempty"`
+	Tokens        int            `json:"tokens"`
+	Counts        Counts         `json:"messages"`
+	Summaries     int            `json:"summaries"`
+	Compactions   int            `json:"compactions"`
+	LastSeq       uint64         `json:"last_seq"`
+	CreatedAt     time.Time      `json:"created_at"`
+	UpdatedAt     time.Time      `json:"updated_at"`
+}
+
+// SessionUpdate is a partial change of a session's settings: nil fields keep
+// their value.
+type SessionUpdate struct {
+	ContextWindow *int
+	Encoding      *string
+	Metadata      map[string]any
+}
+
+// Validate checks the values that are set.
+func (u SessionUpdate) Validate() error {
+	if u.ContextWindow != nil && (*u.ContextWindow < 256 || *u.ContextWindow > 10_000_000) {
+		return Errorf(EINVALID, "context_window: %d is outside 256..10000000 tokens", *u.ContextWindow)
+	}
+	if u.Encoding != nil && !ValidEncoding(*u.Encoding) {
+		return Errorf(EINVALID, "encoding: %q is not one of o200k_base, cl100k_base", *u.Encoding)
+	}
+	if err := ValidateMetadata(u.Metadata); err != nil {
+		return Errorf(EINVALID, "%v", err)
+	}
+	return nil
+}
+
+// Apply writes the set fields of u into s.
+func (u SessionUpdate) Apply(s *Session) {
+	if u.ContextWindow != nil {
+		s.ContextWindow = *u.ContextWindow
+	}
+	if u.Encoding != nil {
+		s.Encoding = *u.Encoding
+	}
+	if u.Metadata != nil {
+		s.Metadata = u.Metadata
+	}
+}

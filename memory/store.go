@@ -1,0 +1,166 @@
+package memory
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the system of record for sessions and messages. Every write is
+// durable (on disk, fsynced) when the method returns nil, and atomic: all of
+// it or none. Every write also appends to a change log, numbered by a
+// store-wide sequence, that the indexes follow (see Change).
+type Store interface {
+	// Session returns one session; ENOTFOUND if it does not exist.
+	Session(ctx context.Context, tenant, id string) (*Session, error)
+	// Sessions lists a tenant's sessions ordered by id, those after the id
+	// `after`, at most limit of them.
+	Sessions(ctx context.Context, tenant, after string, limit int) ([]*Session, error)
+	// UpdateSession creates the session with create() if it is missing, then
+	// calls update on it (which may return an *Error to refuse), and saves it.
+	UpdateSession(ctx context.Context, tenant, id string, create func() *Session, update func(*Session) error) (*Session, error)
+	// DeleteSession removes a session and all its messages; ENOTFOUND if missing.
+	DeleteSession(ctx context.Context, tenant, id string) error
+
+	// Append stores msgs at the end of the session (creating it with create()
+	// if it is missing), assigns each a Seq, and updates the session's counts
+	// and tokens. Messages carry their ID, Tokens, State and Vector already.
+	Append(ctx context.Context, tenant, id string, create func() *Session, msgs []*Message) (*Session, error)
+	// Messages lists a session's messages in order, filtered by q.
+	Messages(ctx context.Context, tenant, sessionID string, q MessageQuery) ([]*Message, error)
+	// MessagesByID returns the messages with these ids that exist and belong
+	// to tenant, in the order asked; withVectors loads their embeddings too.
+	MessagesByID(ctx context.Context, tenant string, ids []string, withVectors bool) ([]*Message, error)
+
+	// Changes returns up to limit change-log entries with Seq > after, in order.
+	Changes(ctx context.Context, after uint64, limit int) ([]Change, error)
+	// LastSeq is the Seq of the newest change-log entry.
+	LastSeq(ctx context.Context) (uint64, error)
+	// TrimChanges forgets change-log entries with Seq <= upTo (the indexes
+	// have them).
+	TrimChanges(ctx context.Context, upTo uint64) error
+	// ForEachVector calls fn for every message that has a vector, with the
+	// fields an index needs (not the content).
+	ForEachVector(ctx context.Context, fn func(*Message) error) error
+	// ReplaceVectors stores new vectors for messages by id (used when the
+	// embedding model changes).
+	ReplaceVectors(ctx context.Context, vectors map[string][]float32) error
+	// ForEachMessage calls fn for every message of every tenant, in store order.
+	ForEachMessage(ctx context.Context, fn func(*Message) error) error
+
+	// Meta reads a store-wide setting ("" if unset); SetMeta writes one.
+	Meta(ctx context.Context, key string) (string, error)
+	SetMeta(ctx context.Context, key, value string) error
+
+	Close() error
+}
+
+// MessageQuery filters and pages a session's messages.
+type MessageQuery struct {
+	States   []State // empty: all states
+	AfterSeq uint64  // only messages with Seq > AfterSeq
+	Limit    int     // 0: no limit
+}
+
+// Matches reports whether m passes the state filter.
+func (q MessageQuery) Matches(m *Message) bool {
+	if len(q.States) == 0 {
+		return true
+	}
+	for _, s := range q.States {
+		if m.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ChangeOp says what happened to the indexed data.
+type ChangeOp string
+
+const (
+	ChangeUpsert        ChangeOp = "upsert"         // a message was written or its state changed
+	ChangeDelete        ChangeOp = "delete"         // a message was removed
+	ChangeDeleteSession ChangeOp = "delete_session" // a session and all its messages were removed
+)
+
+// Change is one entry of the store's change log.
+type Change struct {
+	Seq       uint64   `json:"seq"`
+	Op        ChangeOp `json:"op"`
+	Tenant    string   `json:"tenant"`
+	SessionID string   `json:"session_id"`
+	MessageID string   `json:"message_id,omitempty"`
+}
+
+// Index is the searchable copy of the store: full text and vectors. It is
+// derived data: everything in it can be rebuilt from the Store.
+type Index interface {
+	// Apply makes the index reflect a batch of changes, and records watermark
+	// (the Seq of the last change in the batch) atomically with it.
+	Apply(ctx context.Context, b IndexBatch) error
+	// Watermark is the Seq of the last change the index holds durably.
+	Watermark() (uint64, error)
+	// Search returns the best hits for q, best first.
+	Search(ctx context.Context, q SearchQuery) ([]Hit, error)
+	// Count returns how many documents the text and vector sides hold.
+	Count() (text, vector uint64, err error)
+	Close() error
+}
+
+// IndexBatch is a set of index updates.
+type IndexBatch struct {
+	Upserts        []*Message // with Vector set
+	Deletes        []*Message // only Tenant, SessionID and ID are needed
+	DeleteSessions []SessionRef
+	Watermark      uint64
+}
+
+// SessionRef names a session.
+type SessionRef struct{ Tenant, ID string }
+
+// Search modes.
+const (
+	ModeHybrid = "hybrid"
+	ModeText   = "text"
+	ModeVector = "vector"
+)
+
+// SearchQuery is what the indexes are asked. Text drives the full-text side,
+// Vector (the embedded Text) the vector side.
+type SearchQuery struct {
+	Tenant    string
+	Text      string
+	Vector    []float32
+	Sessions  []string // empty: every session of the tenant
+	States    []State  // empty: every state
+	Since     time.Time
+	Until     time.Time
+	K         int
+	Mode      string
+	Highlight bool
+}
+
+// Hit is one search result from the index, before the store fills it in.
+type Hit struct {
+	ID          string
+	SessionID   string
+	Score       float64 // fused, in [0,1] for hybrid
+	TextScore   float64 // normalised full-text component
+	VectorScore float64 // cosine similarity component
+	Highlight   string
+}
+
+// Embedder turns texts into vectors of a fixed dimension.
+type Embedder interface {
+	// Model names the model; vectors of different models never mix.
+	Model() string
+	// Dim is the length of every vector.
+	Dim() int
+	// Embed returns one L2-normalised vector per text, in order.
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Tokenizer counts tokens exactly in a named encoding.
+type Tokenizer interface {
+	Count(encoding, text string) (int, error)
+}
