@@ -98,6 +98,9 @@ type Index interface {
 	// Apply makes the index reflect a batch of changes, and records watermark
 	// (the Seq of the last change in the batch) atomically with it.
 	Apply(ctx context.Context, b IndexBatch) error
+	// LoadVectors puts vectors into the vector side only: at start-up the
+	// in-memory vector side is filled from the store, the text side is on disk.
+	LoadVectors(ctx context.Context, msgs []*Message) error
 	// Watermark is the Seq of the last change the index holds durably.
 	Watermark() (uint64, error)
 	// Search returns the best hits for q, best first.
