@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is everything `ctxd serve` can be told. Each field is one flag; the
+// same setting comes from the environment as CTXD_<FLAG_NAME> and from the
+// YAML config file under <flag_name>, with flags winning over the environment
+// over the file over the defaults.
+type Config struct {
+	Addr               string
+	DataDir            string
+	LogFormat          string
+	LogLevel           string
+	LogContent         bool
+	BodyLimit          int64
+	MaxMessagesPerCall int
+	MaxContentBytes    int
+	ContextWindow      int
+	Encoding           string
+	EmbedURL           string
+	EmbedModel         string
+	EmbedDim           int
+	EmbedBatch         int
+	EmbedTimeout       time.Duration
+	Reembed            bool
+	Fusion             string
+	VectorWeight       float64
+	ShutdownTimeout    time.Duration
+}
+
+// bindServeFlags declares the flags with their defaults.
+func bindServeFlags(fs *pflag.FlagSet, c *Config) {
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&c.DataDir, "data-dir", "./ctxd-data", "directory for the store, indexes and logs")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&c.LogContent, "log-content", false, "include message content in logs")
+	fs.Int64Var(&c.BodyLimit, "body-limit", 8<<20, "largest request body in bytes")
+	fs.IntVar(&c.MaxMessagesPerCall, "max-messages-per-call", 1000, "most messages in one POST")
+	fs.IntVar(&c.MaxContentBytes, "max-content-bytes", 1<<20, "largest message content in bytes")
+	fs.IntVar(&c.ContextWindow, "context-window", 128000, "default context window of new sessions, in tokens")
+	fs.StringVar(&c.Encoding, "encoding", "o200k_base", "default token encoding of new sessions: o200k_base or cl100k_base")
+	fs.StringVar(&c.EmbedURL, "embed-url", "", "OpenAI-compatible embeddings endpoint (e.g. http://127.0.0.1:11434/v1); empty: the built-in GloVe model. Key from CTXD_EMBED_API_KEY or OPENAI_API_KEY")
+	fs.StringVar(&c.EmbedModel, "embed-model", "text-embedding-3-small", "embedding model name at --embed-url")
+	fs.IntVar(&c.EmbedDim, "embed-dim", 0, "embedding dimension at --embed-url (0: ask the endpoint at start)")
+	fs.IntVar(&c.EmbedBatch, "embed-batch", 64, "texts per embeddings request")
+	fs.DurationVar(&c.EmbedTimeout, "embed-timeout", 30*time.Second, "timeout of one embeddings request")
+	fs.BoolVar(&c.Reembed, "reembed", false, "re-embed every stored message when the data dir was embedded by another model")
+	fs.StringVar(&c.Fusion, "fusion", "", "hybrid search fusion: minmax or rrf (default: the index's measured default)")
+	fs.Float64Var(&c.VectorWeight, "vector-weight", 0, "weight of the vector side in hybrid search, 0..1 (0: the index's default)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
+}
+
+// envName is the environment variable of a flag: data-dir -> CTXD_DATA_DIR.
+func envName(flag string) string {
+	return "CTXD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// fileKey is the YAML key of a flag: data-dir -> data_dir.
+func fileKey(flag string) string { return strings.ReplaceAll(flag, "-", "_") }
+
+// applyLayers fills every flag not given on the command line from the
+// environment, else from the config file.
+func applyLayers(fs *pflag.FlagSet, configPath string, getenv func(string) string) error {
+	file := map[string]any{}
+	if configPath != "" {
+		b, err := os.ReadFile(configPath)
+		if err != nil {
+			return fmt.Errorf("read config %s: %w", configPath, err)
+		}
+		if err := yaml.Unmarshal(b, &file); err != nil {
+			return fmt.Errorf("parse config %s: %w", configPath, err)
+		}
+		known := map[string]bool{}
+		fs.VisitAll(func(f *pflag.Flag) { known[fileKey(f.Name)] = true })
+		for k := range file {
+			if !known[k] {
+				return fmt.Errorf("config %s: unknown setting %q", configPath, k)
+			}
+		}
+	}
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "config" {
+			return
+		}
+		var v string
+		var from string
+		if ev := getenv(envName(f.Name)); ev != "" {
+			v, from = ev, envName(f.Name)
+		} else if fv, ok := file[fileKey(f.Name)]; ok {
+			v, from = fmt.Sprint(fv), configPath+": "+fileKey(f.Name)
+		} else {
+			return
+		}
+		if e := f.Value.Set(v); e != nil {
+			err = fmt.Errorf("%s: %q is not a valid value for --%s: %v", from, v, f.Name, e)
+		}
+	})
+	return err
+}
+
+// Validate checks the values, naming the setting that is wrong.
+func (c *Config) Validate() error {
+	switch {
+	case c.LogFormat != "text" && c.LogFormat != "json":
+		return fmt.Errorf("log-format: %q is not text or json", c.LogFormat)
+	case c.BodyLimit < 1024:
+		return fmt.Errorf("body-limit: %d is too small", c.BodyLimit)
+	case c.MaxMessagesPerCall < 1:
+		return fmt.Errorf("max-messages-per-call: must be at least 1")
+	case c.MaxContentBytes < 1:
+		return fmt.Errorf("max-content-bytes: must be at least 1")
+	case c.Encoding != "o200k_base" && c.Encoding != "cl100k_base":
+		return fmt.Errorf("encoding: %q is not o200k_base or cl100k_base", c.Encoding)
+	case c.ContextWindow < 256:
+		return fmt.Errorf("context-window: %d is too small", c.ContextWindow)
+	case c.VectorWeight < 0 || c.VectorWeight > 1:
+		return fmt.Errorf("vector-weight: %v is outside 0..1", c.VectorWeight)
+	case c.Fusion != "" && c.Fusion != "minmax" && c.Fusion != "rrf":
+		return fmt.Errorf("fusion: %q is not minmax or rrf", c.Fusion)
+	case c.DataDir == "":
+		return fmt.Errorf("data-dir: must not be empty")
+	}
+	return nil
+}

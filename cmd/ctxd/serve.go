@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/index"
+	"github.com/ctxd/ctxd/index/glove"
+	"github.com/ctxd/ctxd/index/openai"
+	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/boltstore"
+	"github.com/ctxd/ctxd/tokenizer"
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd() *cobra.Command {
+	var cfg Config
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the ctxd server",
+		Long: "Run the ctxd server. Every flag can also be set with the environment variable CTXD_<FLAG> " +
+			"(e.g. CTXD_DATA_DIR) or in the YAML file given by --config (e.g. data_dir: /var/lib/ctxd); " +
+			"flags win over the environment, which wins over the file.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyLayers(cmd.Flags(), configPath, os.Getenv); err != nil {
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			m := NewMain(cfg)
+			if err := m.Run(ctx, nil); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			m.Logger.Info("shutting down")
+			return m.Close()
+		},
+	}
+	bindServeFlags(cmd.Flags(), &cfg)
+	cmd.Flags().StringVar(&configPath, "config", os.Getenv("CTXD_CONFIG"), "YAML config file")
+	return cmd
+}
+
+// Main is a running server: it opens the store, then the indexes, then the
+// service, then HTTP, and closes them in reverse.
+type Main struct {
+	Config Config
+	Logger *slog.Logger
+
+	Store   *boltstore.Store
+	Index   *index.Index
+	Service *memory.Service
+	HTTP    *httpapi.Server
+	Addr    net.Addr // where HTTP listens, once Run returned
+
+	serveErr chan error
+}
+
+// NewMain returns a Main for cfg.
+func NewMain(cfg Config) *Main {
+	return &Main{Config: cfg, Logger: newLogger(cfg, os.Stderr)}
+}
+
+func newLogger(cfg Config, w *os.File) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// Run opens everything and starts serving on cfg.Addr (or on ln when given).
+// It returns once the server answers requests.
+func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
+	start := time.Now()
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	cfg := m.Config
+	if m.Store, err = boltstore.Open(filepath.Join(cfg.DataDir, "ctxd.db"), false); err != nil {
+		return err
+	}
+	emb, err := m.openEmbedder(ctx)
+	if err != nil {
+		return err
+	}
+	if m.Index, err = openIndex(m.Logger, filepath.Join(cfg.DataDir, "index"), m.indexOptions(), m.Store); err != nil {
+		return err
+	}
+	tok := tokenizer.New()
+	if err := tok.Warm(cfg.Encoding); err != nil {
+		return err
+	}
+	m.Service = &memory.Service{
+		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger,
+		Limits: memory.Limits{
+			MaxMessagesPerCall: cfg.MaxMessagesPerCall, MaxContentBytes: cfg.MaxContentBytes,
+			MaxMetadataKeys: memory.DefaultLimits.MaxMetadataKeys, MaxMetadataBytes: memory.DefaultLimits.MaxMetadataBytes,
+		},
+		Defaults: memory.Defaults{ContextWindow: cfg.ContextWindow, Encoding: cfg.Encoding},
+		Reembed:  cfg.Reembed,
+	}
+	if err := m.Service.Open(ctx); err != nil {
+		return fmt.Errorf("open service: %w", err)
+	}
+	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent})
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		}
+	}
+	m.Addr = ln.Addr()
+	m.serveErr = make(chan error, 1)
+	go func() { m.serveErr <- m.HTTP.Serve(ln) }()
+	m.Logger.Info("ctxd listening", "addr", m.Addr.String(), "data_dir", cfg.DataDir,
+		"embedder", emb.Model(), "started_in", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (m *Main) openEmbedder(ctx context.Context) (memory.Embedder, error) {
+	cfg := m.Config
+	if cfg.EmbedURL == "" {
+		return glove.Default()
+	}
+	key := os.Getenv("CTXD_EMBED_API_KEY")
+	if key == "" {
+		key = os.Getenv("OPENAI_API_KEY")
+	}
+	return openai.NewEmbedder(ctx, openai.Config{BaseURL: cfg.EmbedURL, Model: cfg.EmbedModel, APIKey: key,
+		Dim: cfg.EmbedDim, BatchSize: cfg.EmbedBatch, Timeout: cfg.EmbedTimeout})
+}
+
+func (m *Main) indexOptions() index.Options {
+	o := index.Options{Fusion: m.Config.Fusion, VectorWeight: m.Config.VectorWeight}
+	return o
+}
+
+// openIndex opens the full-text index; one that cannot be opened, or that is
+// ahead of the store (it belongs to another store), is moved aside and
+// rebuilt from the store, the truth.
+func openIndex(log *slog.Logger, dir string, opts index.Options, store memory.Store) (*index.Index, error) {
+	idx, err := index.Open(dir, opts)
+	if err == nil {
+		wm, werr := idx.Watermark()
+		last, lerr := store.LastSeq(context.Background())
+		if werr == nil && lerr == nil && wm <= last {
+			return idx, nil
+		}
+		idx.Close()
+		err = fmt.Errorf("index watermark %d is ahead of the store (%d) or unreadable (%v)", wm, last, errors.Join(werr, lerr))
+	}
+	aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().Unix())
+	log.Error("index unusable; moving it aside and rebuilding from the store", "err", err, "moved_to", aside)
+	if rerr := os.Rename(dir, aside); rerr != nil && !os.IsNotExist(rerr) {
+		return nil, fmt.Errorf("move aside broken index %s: %w", dir, rerr)
+	}
+	return index.Open(dir, opts)
+}
+
+// Close shuts HTTP down (finishing requests in flight), then the service,
+// the index and the store.
+func (m *Main) Close() error {
+	var errs []error
+	if m.HTTP != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+		errs = append(errs, m.HTTP.Shutdown(ctx))
+		cancel()
+		if m.serveErr != nil {
+			errs = append(errs, <-m.serveErr)
+		}
+	}
+	if m.Service != nil {
+		errs = append(errs, m.Service.Close())
+	}
+	if m.Index != nil {
+		errs = append(errs, m.Index.Close())
+	}
+	if m.Store != nil {
+		errs = append(errs, m.Store.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/labstack/echo/v4"
+)
+
+// limitBody refuses an oversized body from its Content-Length, before reading
+// it, and caps what is read when the length is not declared.
+func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.ContentLength > s.opts.BodyLimit {
+			return memory.Errorf(memory.ETOOLARGE, "request body of %d bytes is over the limit of %d; send fewer messages per call", r.ContentLength, s.opts.BodyLimit)
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, s.opts.BodyLimit)
+		return next(c)
+	}
+}
+
+// decode reads a JSON body into v. It refuses invalid UTF-8 (Go's decoder
+// would silently replace it, changing what the client sent) and trailing data.
+func (s *Server) decode(c echo.Context, v any) error {
+	body, err := io.ReadAll(c.Request().Body)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return memory.Errorf(memory.ETOOLARGE, "request body is over the limit of %d bytes; send fewer messages per call", s.opts.BodyLimit)
+	}
+	if err != nil {
+		return memory.Errorf(memory.EINVALID, "read request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return memory.Errorf(memory.EINVALID, "request body is empty: send a JSON object")
+	}
+	if !utf8.Valid(body) {
+		return memory.Errorf(memory.EINVALID, "request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return memory.Errorf(memory.EINVALID, "request body has data after the JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return memory.Errorf(memory.EINVALID, "malformed JSON at byte %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "body"
+		}
+		return memory.Errorf(memory.EINVALID, "%s: expected %s, got JSON %s", field, typ.Type, typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return memory.Errorf(memory.EINVALID, "malformed JSON: body ends early")
+	}
+	return memory.Errorf(memory.EINVALID, "malformed JSON: %v", err)
+}
+
+// sessionID reads the :id path parameter. Echo hands it over still escaped
+// when the path had escapes (%2F), so unescape before validating.
+func sessionID(c echo.Context) (string, error) {
+	return pathParam(c, "id")
+}
+
+func pathParam(c echo.Context, name string) (string, error) {
+	raw := c.Param(name)
+	v, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", memory.Errorf(memory.EINVALID, "%s: %q is not a valid path segment", name, raw)
+	}
+	return v, nil
+}
+
+func queryInt(c echo.Context, name string) (int, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, memory.Errorf(memory.EINVALID, "%s: %q is not an integer", name, v)
+	}
+	return n, nil
+}
+
+func queryBool(c echo.Context, name string) (bool, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, memory.Errorf(memory.EINVALID, "%s: %q is not true or false", name, v)
+	}
+	return b, nil
+}
+
+// numberValue turns a decoded json.Number into an int64 or float64, so
+// metadata comes back out as the number that went in.
+func numberValue(n json.Number) (any, error) {
+	if i, err := n.Int64(); err == nil {
+		return i, nil
+	}
+	f, err := n.Float64()
+	if err != nil {
+		return nil, fmt.Errorf("number %s out of range", n)
+	}
+	return f, nil
+}

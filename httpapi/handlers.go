@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/labstack/echo/v4"
+)
+
+func (s *Server) putSession(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	var in sessionIn
+	if c.Request().ContentLength != 0 {
+		if err := s.decode(c, &in); err != nil {
+			return err
+		}
+	}
+	md, err := metadataIn(in.Metadata)
+	if err != nil {
+		return memory.Errorf(memory.EINVALID, "metadata: %v", err)
+	}
+	st, err := s.svc.PutSession(c.Request().Context(), id, memory.SessionUpdate{
+		ContextWindow: in.ContextWindow, Encoding: in.Encoding, Metadata: md})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+func (s *Server) getSession(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	st, err := s.svc.GetSession(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+func (s *Server) listSessions(c echo.Context) error {
+	limit, err := queryInt(c, "limit")
+	if err != nil {
+		return err
+	}
+	list, next, err := s.svc.ListSessions(c.Request().Context(), c.QueryParam("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []*memory.Status{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"sessions": list, "next_cursor": next})
+}
+
+func (s *Server) deleteSession(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.svc.DeleteSession(c.Request().Context(), id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) appendMessages(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	var in appendIn
+	if err := s.decode(c, &in); err != nil {
+		return err
+	}
+	msgs := make([]*memory.Message, len(in.Messages))
+	for i := range in.Messages {
+		if msgs[i], err = in.Messages[i].toMessage(i); err != nil {
+			return err
+		}
+	}
+	res, err := s.svc.Append(c.Request().Context(), id, msgs)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, appendOut{IDs: res.IDs, Tokens: res.Tokens, Session: res.Session, Compaction: res.Compaction})
+}
+
+func (s *Server) listMessages(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(c, "limit")
+	if err != nil {
+		return err
+	}
+	msgs, next, err := s.svc.ListMessages(c.Request().Context(), id, c.QueryParams()["state"], c.QueryParam("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"messages": toMessagesOut(msgs), "next_cursor": next})
+}
+
+func (s *Server) search(c echo.Context) error {
+	var in searchIn
+	if err := s.decode(c, &in); err != nil {
+		return err
+	}
+	req := memory.SearchRequest{Query: in.Query, Sessions: in.Sessions, K: in.K, Mode: in.Mode}
+	if in.SessionID != "" {
+		req.Sessions = append([]string{in.SessionID}, req.Sessions...)
+	}
+	var err error
+	if req.States, err = memory.ParseStates(in.States); err != nil {
+		return err
+	}
+	if req.Since, err = memory.ParseTime("since", in.Since); err != nil {
+		return err
+	}
+	if req.Until, err = memory.ParseTime("until", in.Until); err != nil {
+		return err
+	}
+	results, err := s.svc.Search(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	out := make([]searchResultOut, len(results))
+	for i, r := range results {
+		out[i] = searchResultOut{messageOut: toMessageOut(r.Message), Score: r.Score, Highlight: r.Highlight}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"results": out})
+}

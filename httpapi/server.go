@@ -1,0 +1,134 @@
+// Package httpapi serves the ctxd API (../shared/API.md) over echo. It
+// translates between the wire and memory.Service and holds no domain rules.
+package httpapi
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
+
+// DefaultBodyLimit is the largest request body accepted.
+const DefaultBodyLimit = 8 << 20
+
+// Options configures a Server.
+type Options struct {
+	BodyLimit  int64 // bytes; DefaultBodyLimit when 0
+	Logger     *slog.Logger
+	LogContent bool // log request bodies (message content); off by default
+}
+
+// Server is the HTTP front of a memory.Service.
+type Server struct {
+	svc  *memory.Service
+	opts Options
+	e    *echo.Echo
+}
+
+//go:embed openapi.json
+var openapiJSON []byte
+
+// New builds the routes for svc.
+func New(svc *memory.Service, opts Options) *Server {
+	if opts.BodyLimit <= 0 {
+		opts.BodyLimit = DefaultBodyLimit
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{svc: svc, opts: opts, e: echo.New()}
+	e := s.e
+	e.HideBanner, e.HidePort = true, true
+	// Without a trusted proxy in front, X-Forwarded-For is the client's to forge.
+	e.IPExtractor = echo.ExtractIPDirect()
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RequestID())
+	e.Use(s.requestContext)
+	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogError: true,
+		HandleError: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			level := slog.LevelInfo
+			if v.Status >= 500 {
+				level = slog.LevelError
+			}
+			s.opts.Logger.LogAttrs(c.Request().Context(), level, "request",
+				slog.String("method", v.Method), slog.String("uri", v.URI), slog.Int("status", v.Status),
+				slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID))
+			return nil
+		},
+	}))
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+		s.opts.Logger.Error("panic in handler", "err", err, "stack", string(stack))
+		return err
+	}}))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.json", s.openapi)
+
+	v1 := e.Group("/v1", s.limitBody)
+	v1.GET("/sessions", s.listSessions)
+	v1.PUT("/sessions/:id", s.putSession)
+	v1.GET("/sessions/:id", s.getSession)
+	v1.DELETE("/sessions/:id", s.deleteSession)
+	v1.POST("/sessions/:id/messages", s.appendMessages)
+	v1.GET("/sessions/:id/messages", s.listMessages)
+	v1.POST("/search", s.search)
+	return s
+}
+
+// Handler is the server as an http.Handler.
+func (s *Server) Handler() http.Handler { return s.e }
+
+// Echo exposes the router, for adding routes (metrics) from the binary.
+func (s *Server) Echo() *echo.Echo { return s.e }
+
+// Serve answers on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.e.Listener = ln
+	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.e.Server = srv
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections and waits for requests in flight, so
+// writes already being acknowledged finish.
+func (s *Server) Shutdown(ctx context.Context) error { return s.e.Shutdown(ctx) }
+
+// requestContext puts the request id in the context, for the domain's logs.
+func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Response().Header().Get(echo.HeaderXRequestID)
+		r := c.Request()
+		c.SetRequest(r.WithContext(memory.NewContextWithRequestID(r.Context(), id)))
+		return next(c)
+	}
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	if err := s.svc.Ready(c.Request().Context()); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "index_lag": s.svc.IndexLag(c.Request().Context())})
+}
+
+func (s *Server) openapi(c echo.Context) error {
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, openapiJSON)
+}

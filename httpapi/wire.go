@@ -1,0 +1,124 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+// messageIn is a message as a client sends it.
+type messageIn struct {
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	Name       string            `json:"name"`
+	ToolCallID string            `json:"tool_call_id"`
+	ToolCalls  []memory.ToolCall `json:"tool_calls"`
+	Important  bool              `json:"important"`
+	Pinned     bool              `json:"pinned"`
+	Metadata   map[string]any    `json:"metadata"`
+	CreatedAt  string            `json:"created_at"`
+}
+
+func (in *messageIn) toMessage(i int) (*memory.Message, error) {
+	created, err := memory.ParseTime("created_at", in.CreatedAt)
+	if err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d].%s", i, memory.ErrorMessage(err))
+	}
+	md, err := metadataIn(in.Metadata)
+	if err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d].metadata: %v", i, err)
+	}
+	return &memory.Message{
+		Role: memory.Role(in.Role), Content: in.Content, Name: in.Name, ToolCallID: in.ToolCallID,
+		ToolCalls: in.ToolCalls, Important: in.Important, Pinned: in.Pinned, Metadata: md, CreatedAt: created,
+	}, nil
+}
+
+// metadataIn converts decoded numbers to Go numbers; other value checks are
+// the domain's.
+func metadataIn(md map[string]any) (map[string]any, error) {
+	for k, v := range md {
+		if n, ok := v.(json.Number); ok {
+			x, err := numberValue(n)
+			if err != nil {
+				return nil, err
+			}
+			md[k] = x
+		}
+	}
+	return md, nil
+}
+
+// messageOut is a message as the server returns it.
+type messageOut struct {
+	ID         string            `json:"id"`
+	SessionID  string            `json:"session_id"`
+	Role       memory.Role       `json:"role"`
+	Content    string            `json:"content"`
+	Name       string            `json:"name,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
+	ToolCalls  []memory.ToolCall `json:"tool_calls,omitempty"`
+	Important  bool              `json:"important"`
+	Pinned     bool              `json:"pinned"`
+	Metadata   map[string]any    `json:"metadata"`
+	CreatedAt  time.Time         `json:"created_at"`
+	Tokens     int               `json:"tokens"`
+	State      memory.State      `json:"state"`
+	Kind       string            `json:"kind,omitempty"`
+	Sources    []string          `json:"sources,omitempty"`
+}
+
+func toMessageOut(m *memory.Message) messageOut {
+	md := m.Metadata
+	if md == nil {
+		md = map[string]any{}
+	}
+	return messageOut{
+		ID: m.ID, SessionID: m.SessionID, Role: m.Role, Content: m.Content, Name: m.Name,
+		ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls, Important: m.Important, Pinned: m.Pinned,
+		Metadata: md, CreatedAt: m.CreatedAt, Tokens: m.Tokens, State: m.State, Kind: m.Kind, Sources: m.Sources,
+	}
+}
+
+func toMessagesOut(msgs []*memory.Message) []messageOut {
+	out := make([]messageOut, len(msgs))
+	for i, m := range msgs {
+		out[i] = toMessageOut(m)
+	}
+	return out
+}
+
+type sessionIn struct {
+	ContextWindow *int           `json:"context_window"`
+	Encoding      *string        `json:"encoding"`
+	Metadata      map[string]any `json:"metadata"`
+}
+
+type appendIn struct {
+	Messages []messageIn `json:"messages"`
+}
+
+type appendOut struct {
+	IDs        []string       `json:"ids"`
+	Tokens     []int          `json:"tokens"`
+	Session    *memory.Status `json:"session"`
+	Compaction any            `json:"compaction"`
+}
+
+type searchIn struct {
+	Query     string   `json:"query"`
+	SessionID string   `json:"session_id"`
+	Sessions  []string `json:"sessions"`
+	K         int      `json:"k"`
+	Mode      string   `json:"mode"`
+	States    []string `json:"states"`
+	Since     string   `json:"since"`
+	Until     string   `json:"until"`
+}
+
+type searchResultOut struct {
+	messageOut
+	Score     float64 `json:"score"`
+	Highlight string  `json:"highlight,omitempty"`
+}

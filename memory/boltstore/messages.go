@@ -1,0 +1,270 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ctxd/ctxd/memory"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Append stores msgs at the end of a session in one transaction; bbolt fsyncs
+// on commit, so a nil return means the messages are on disk.
+func (s *Store) Append(ctx context.Context, tenant, id string, create func() *memory.Session, msgs []*memory.Message) (*memory.Session, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	var sess *memory.Session
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		sess, err = getSession(tx, tenant, id)
+		if memory.ErrorCode(err) == memory.ENOTFOUND {
+			sess, err = create(), nil
+		}
+		if err != nil {
+			return err
+		}
+		seq := sess.LastSeq
+		for _, m := range msgs {
+			seq++
+			m.Tenant, m.SessionID, m.Seq = tenant, id, seq
+			if err := putMessage(tx, m, true); err != nil {
+				return err
+			}
+			sess.Counts.Add(m.State, 1)
+			if m.InWindow() {
+				sess.Tokens += m.Tokens
+			}
+			if m.IsSummary() {
+				sess.Summaries++
+			}
+		}
+		sess.LastSeq = seq
+		if n := len(msgs); n > 0 && msgs[n-1].CreatedAt.After(sess.UpdatedAt) {
+			sess.UpdatedAt = msgs[n-1].CreatedAt
+		}
+		return putSession(tx, sess)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// putMessage writes a message record, its id entry and vector, and logs the
+// change. isNew refuses an id that exists already.
+func putMessage(tx *bolt.Tx, m *memory.Message, isNew bool) error {
+	ids := tx.Bucket(bucketIDs)
+	key := messageKey(m.Tenant, m.SessionID, m.Seq)
+	if isNew && ids.Get([]byte(m.ID)) != nil {
+		return memory.Errorf(memory.ECONFLICT, "message id %s exists already", m.ID)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode message %s: %w", m.ID, err)
+	}
+	if err := tx.Bucket(bucketMessages).Put(key, b); err != nil {
+		return fmt.Errorf("put message %s: %w", m.ID, err)
+	}
+	if err := ids.Put([]byte(m.ID), key); err != nil {
+		return fmt.Errorf("put id %s: %w", m.ID, err)
+	}
+	if m.Vector != nil {
+		if err := tx.Bucket(bucketVectors).Put([]byte(m.ID), encodeVector(m.Vector)); err != nil {
+			return fmt.Errorf("put vector %s: %w", m.ID, err)
+		}
+	}
+	return logChange(tx, memory.Change{Op: memory.ChangeUpsert, Tenant: m.Tenant, SessionID: m.SessionID, MessageID: m.ID})
+}
+
+// Messages lists a session's messages in order.
+func (s *Store) Messages(ctx context.Context, tenant, sessionID string, q memory.MessageQuery) ([]*memory.Message, error) {
+	var out []*memory.Message
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if _, err := getSession(tx, tenant, sessionID); err != nil {
+			return err
+		}
+		prefix := messagePrefix(tenant, sessionID)
+		c := tx.Bucket(bucketMessages).Cursor()
+		for k, v := c.Seek(messageKey(tenant, sessionID, q.AfterSeq+1)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			m, err := decodeMessage(v)
+			if err != nil {
+				return err
+			}
+			if !q.Matches(m) {
+				continue
+			}
+			out = append(out, m)
+			if q.Limit > 0 && len(out) == q.Limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// MessagesByID returns the tenant's messages with these ids, skipping
+// missing ones and other tenants' (a wrong tenant looks like a missing id).
+func (s *Store) MessagesByID(ctx context.Context, tenant string, ids []string, withVectors bool) ([]*memory.Message, error) {
+	out := make([]*memory.Message, 0, len(ids))
+	tenantPrefix := append([]byte(tenant), 0)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		idb, msgs, vecs := tx.Bucket(bucketIDs), tx.Bucket(bucketMessages), tx.Bucket(bucketVectors)
+		for _, id := range ids {
+			key := idb.Get([]byte(id))
+			if key == nil || !bytes.HasPrefix(key, tenantPrefix) {
+				continue
+			}
+			v := msgs.Get(key)
+			if v == nil {
+				return fmt.Errorf("message %s: id entry without record", id)
+			}
+			m, err := decodeMessage(v)
+			if err != nil {
+				return err
+			}
+			if withVectors {
+				if vb := vecs.Get([]byte(id)); vb != nil {
+					m.Vector = decodeVector(vb)
+				}
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Changes returns change-log entries after a seq.
+func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]memory.Change, error) {
+	var out []memory.Change
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketChanges).Cursor()
+		for k, v := c.Seek(u64(after + 1)); k != nil; k, v = c.Next() {
+			var ch memory.Change
+			if err := json.Unmarshal(v, &ch); err != nil {
+				return fmt.Errorf("decode change %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			out = append(out, ch)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// LastSeq is the newest change's seq (the bucket's sequence survives trims).
+func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
+	var seq uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		seq = tx.Bucket(bucketChanges).Sequence()
+		return nil
+	})
+	return seq, err
+}
+
+// TrimChanges deletes change-log entries up to a seq.
+func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketChanges)
+		var keys [][]byte
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= upTo; k, _ = c.Next() {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return fmt.Errorf("trim change: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// ForEachVector calls fn for every message with a vector. Content is cleared:
+// the vector index does not need it and the caller may keep the values.
+func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		msgs, vecs := tx.Bucket(bucketMessages), tx.Bucket(bucketVectors)
+		return msgs.ForEach(func(k, v []byte) error {
+			m, err := decodeMessage(v)
+			if err != nil {
+				return err
+			}
+			vb := vecs.Get([]byte(m.ID))
+			if vb == nil {
+				return nil
+			}
+			m.Content, m.Vector = "", decodeVector(vb)
+			return fn(m)
+		})
+	})
+}
+
+// ForEachMessage calls fn for every message of every tenant, with its vector.
+func (s *Store) ForEachMessage(ctx context.Context, fn func(*memory.Message) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		vecs := tx.Bucket(bucketVectors)
+		return tx.Bucket(bucketMessages).ForEach(func(k, v []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			m, err := decodeMessage(v)
+			if err != nil {
+				return err
+			}
+			if vb := vecs.Get([]byte(m.ID)); vb != nil {
+				m.Vector = decodeVector(vb)
+			}
+			return fn(m)
+		})
+	})
+}
+
+// ReplaceVectors overwrites the vectors of existing messages, logging an
+// upsert for each so the vector index picks them up.
+func (s *Store) ReplaceVectors(ctx context.Context, vectors map[string][]float32) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		idb, vecs, msgs := tx.Bucket(bucketIDs), tx.Bucket(bucketVectors), tx.Bucket(bucketMessages)
+		for id, v := range vectors {
+			key := idb.Get([]byte(id))
+			if key == nil {
+				continue
+			}
+			m, err := decodeMessage(msgs.Get(key))
+			if err != nil {
+				return err
+			}
+			if err := vecs.Put([]byte(id), encodeVector(v)); err != nil {
+				return fmt.Errorf("put vector %s: %w", id, err)
+			}
+			if err := logChange(tx, memory.Change{Op: memory.ChangeUpsert, Tenant: m.Tenant, SessionID: m.SessionID, MessageID: id}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Meta reads a store-wide setting.
+func (s *Store) Meta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v = string(tx.Bucket(bucketMeta).Get([]byte(key)))
+		return nil
+	})
+	return v, err
+}
+
+// SetMeta writes a store-wide setting.
+func (s *Store) SetMeta(ctx context.Context, key, value string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value))
+	})
+}

@@ -1,0 +1,113 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ctxd/ctxd/memory"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Session returns one session.
+func (s *Store) Session(ctx context.Context, tenant, id string) (*memory.Session, error) {
+	var sess *memory.Session
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		sess, err = getSession(tx, tenant, id)
+		return err
+	})
+	return sess, err
+}
+
+// Sessions lists a tenant's sessions in id order, after the id `after`.
+func (s *Store) Sessions(ctx context.Context, tenant, after string, limit int) ([]*memory.Session, error) {
+	var out []*memory.Session
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := sessionKey(tenant, "")
+		c := tx.Bucket(bucketSessions).Cursor()
+		k, v := c.Seek(sessionKey(tenant, after))
+		if after != "" && k != nil && bytes.Equal(k, sessionKey(tenant, after)) {
+			k, v = c.Next()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if limit > 0 && len(out) == limit {
+				break
+			}
+			var sess memory.Session
+			if err := json.Unmarshal(v, &sess); err != nil {
+				return fmt.Errorf("decode session %q: %w", k, err)
+			}
+			out = append(out, &sess)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// UpdateSession creates or changes a session's settings in one transaction.
+func (s *Store) UpdateSession(ctx context.Context, tenant, id string, create func() *memory.Session, update func(*memory.Session) error) (*memory.Session, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	var sess *memory.Session
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		sess, err = getSession(tx, tenant, id)
+		if memory.ErrorCode(err) == memory.ENOTFOUND {
+			sess, err = create(), nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := update(sess); err != nil {
+			return err
+		}
+		return putSession(tx, sess)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// DeleteSession removes the session, its messages, ids and vectors, and logs
+// one change so the indexes drop it too.
+func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if _, err := getSession(tx, tenant, id); err != nil {
+			return err
+		}
+		msgs, ids, vecs := tx.Bucket(bucketMessages), tx.Bucket(bucketIDs), tx.Bucket(bucketVectors)
+		prefix := messagePrefix(tenant, id)
+		// Collect first: deleting under a bbolt cursor skips keys.
+		var keys [][]byte
+		c := msgs.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			m, err := decodeMessage(v)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, append([]byte(nil), k...))
+			if err := ids.Delete([]byte(m.ID)); err != nil {
+				return fmt.Errorf("delete id %s: %w", m.ID, err)
+			}
+			if err := vecs.Delete([]byte(m.ID)); err != nil {
+				return fmt.Errorf("delete vector %s: %w", m.ID, err)
+			}
+		}
+		for _, k := range keys {
+			if err := msgs.Delete(k); err != nil {
+				return fmt.Errorf("delete message: %w", err)
+			}
+		}
+		if err := tx.Bucket(bucketSessions).Delete(sessionKey(tenant, id)); err != nil {
+			return fmt.Errorf("delete session %s: %w", id, err)
+		}
+		return logChange(tx, memory.Change{Op: memory.ChangeDeleteSession, Tenant: tenant, SessionID: id})
+	})
+}

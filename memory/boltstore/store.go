@@ -1,0 +1,191 @@
+// Package boltstore is the system of record: memory.Store on bbolt.
+//
+// Layout (all keys byte strings, numbers big-endian so keys sort in order):
+//
+//	sessions  tenant \x00 session            -> JSON memory.Session
+//	messages  tenant \x00 session \x00 seq   -> JSON memory.Message (no vector)
+//	ids       message id                     -> its key in messages
+//	vectors   message id                     -> float32 little-endian
+//	changes   store seq                      -> JSON memory.Change
+//	meta      name                           -> value
+package boltstore
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ctxd/ctxd/memory"
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+var (
+	bucketSessions = []byte("sessions")
+	bucketMessages = []byte("messages")
+	bucketIDs      = []byte("ids")
+	bucketVectors  = []byte("vectors")
+	bucketChanges  = []byte("changes")
+	bucketMeta     = []byte("meta")
+	allBuckets     = [][]byte{bucketSessions, bucketMessages, bucketIDs, bucketVectors, bucketChanges, bucketMeta}
+)
+
+// DefaultLockTimeout is how long Open waits for another process's file lock.
+const DefaultLockTimeout = time.Second
+
+// Store is a memory.Store backed by one bbolt file.
+type Store struct {
+	db   *bolt.DB
+	path string
+}
+
+var _ memory.Store = (*Store)(nil)
+
+// Open opens (or creates) the store file at path. bbolt locks the file, so a
+// second process gets a clear error instead of a corrupt file.
+func Open(path string, readOnly bool) (*Store, error) {
+	if !readOnly {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("create data dir %s: %w", filepath.Dir(path), err)
+		}
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         DefaultLockTimeout,
+		ReadOnly:        readOnly,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: 64 << 20,
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, memory.Errorf(memory.EUNAVAILABLE, "store %s is locked by another process (is a ctxd server running on this data dir? stop it first)", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path}
+	if readOnly {
+		return s, nil
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return fmt.Errorf("create bucket %s: %w", b, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path is the store file's path.
+func (s *Store) Path() string { return s.path }
+
+// Size is the store file's size in bytes.
+func (s *Store) Size() int64 {
+	var n int64
+	_ = s.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n
+}
+
+// Check runs bbolt's consistency check and returns the first problem.
+func (s *Store) Check() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return fmt.Errorf("store check: %w", err)
+		}
+		return nil
+	})
+}
+
+func sessionKey(tenant, id string) []byte {
+	k := make([]byte, 0, len(tenant)+1+len(id))
+	k = append(k, tenant...)
+	k = append(k, 0)
+	return append(k, id...)
+}
+
+// messagePrefix ends in \x00 so that session "a" never matches session "ab".
+func messagePrefix(tenant, id string) []byte { return append(sessionKey(tenant, id), 0) }
+
+func messageKey(tenant, id string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(messagePrefix(tenant, id), seq)
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+func encodeVector(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return b
+}
+
+func decodeVector(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+func getSession(tx *bolt.Tx, tenant, id string) (*memory.Session, error) {
+	b := tx.Bucket(bucketSessions).Get(sessionKey(tenant, id))
+	if b == nil {
+		return nil, memory.Errorf(memory.ENOTFOUND, "session %q not found", id)
+	}
+	var sess memory.Session
+	if err := json.Unmarshal(b, &sess); err != nil {
+		return nil, fmt.Errorf("decode session %s: %w", id, err)
+	}
+	return &sess, nil
+}
+
+func putSession(tx *bolt.Tx, sess *memory.Session) error {
+	b, err := json.Marshal(sess)
+	if err != nil {
+		return fmt.Errorf("encode session %s: %w", sess.ID, err)
+	}
+	return tx.Bucket(bucketSessions).Put(sessionKey(sess.Tenant, sess.ID), b)
+}
+
+// logChange appends to the change log the indexes follow.
+func logChange(tx *bolt.Tx, c memory.Change) error {
+	b := tx.Bucket(bucketChanges)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return fmt.Errorf("next change seq: %w", err)
+	}
+	c.Seq = seq
+	v, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode change: %w", err)
+	}
+	return b.Put(u64(seq), v)
+}
+
+func decodeMessage(b []byte) (*memory.Message, error) {
+	var m memory.Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode message: %w", err)
+	}
+	return &m, nil
+}
+
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return memory.Errorf(memory.EUNAVAILABLE, "request cancelled: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// indexer keeps the Index in step with the Store by replaying the store's
+// change log. The same path serves a normal write (replay up to the write's
+// seq before answering), a crash between store commit and index write (replay
+// from the index's watermark at start-up) and a lost index (replay everything).
+type indexer struct {
+	store Store
+	index Index
+	log   *slog.Logger
+
+	mu        sync.Mutex    // one replay at a time; concurrent writers share it
+	watermark atomic.Uint64 // last change the index holds
+	lastErr   atomic.Pointer[error]
+}
+
+const changeBatch = 1000
+
+// sync returns once the index holds every change up to seq.
+func (ix *indexer) sync(ctx context.Context, seq uint64) error {
+	if ix.watermark.Load() >= seq {
+		return nil
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.watermark.Load() >= seq {
+		return nil // another writer's replay covered ours
+	}
+	err := ix.replay(ctx)
+	if err != nil {
+		ix.lastErr.Store(&err)
+	} else {
+		ix.lastErr.Store(nil)
+	}
+	return err
+}
+
+// replay applies every change after the watermark. Callers hold mu.
+func (ix *indexer) replay(ctx context.Context) error {
+	for {
+		changes, err := ix.store.Changes(ctx, ix.watermark.Load(), changeBatch)
+		if err != nil {
+			return fmt.Errorf("read change log: %w", err)
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+		// A session deleted and re-created within one run of changes must be
+		// deleted before its new messages are added: cut batches there.
+		start := 0
+		for i, c := range changes {
+			if c.Op != ChangeDeleteSession {
+				continue
+			}
+			if err := ix.applyChanges(ctx, changes[start:i]); err != nil {
+				return err
+			}
+			b := IndexBatch{DeleteSessions: []SessionRef{{c.Tenant, c.SessionID}}, Watermark: c.Seq}
+			if err := ix.index.Apply(ctx, b); err != nil {
+				return fmt.Errorf("index delete session %s: %w", c.SessionID, err)
+			}
+			ix.watermark.Store(c.Seq)
+			start = i + 1
+		}
+		if err := ix.applyChanges(ctx, changes[start:]); err != nil {
+			return err
+		}
+	}
+}
+
+// applyChanges indexes the current store state of the messages the changes
+// name: an id the store no longer has is deleted from the index.
+func (ix *indexer) applyChanges(ctx context.Context, changes []Change) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	byTenant := map[string][]string{}
+	named := map[string]Change{}
+	for _, c := range changes {
+		if _, seen := named[c.MessageID]; !seen {
+			byTenant[c.Tenant] = append(byTenant[c.Tenant], c.MessageID)
+		}
+		named[c.MessageID] = c
+	}
+	b := IndexBatch{Watermark: changes[len(changes)-1].Seq}
+	for tenant, ids := range byTenant {
+		msgs, err := ix.store.MessagesByID(ctx, tenant, ids, true)
+		if err != nil {
+			return fmt.Errorf("read messages to index: %w", err)
+		}
+		found := make(map[string]bool, len(msgs))
+		for _, m := range msgs {
+			found[m.ID] = true
+		}
+		b.Upserts = append(b.Upserts, msgs...)
+		for _, id := range ids {
+			if !found[id] {
+				c := named[id]
+				b.Deletes = append(b.Deletes, &Message{ID: id, Tenant: c.Tenant, SessionID: c.SessionID})
+			}
+		}
+	}
+	if err := ix.index.Apply(ctx, b); err != nil {
+		return fmt.Errorf("index %d changes: %w", len(changes), err)
+	}
+	ix.watermark.Store(b.Watermark)
+	return nil
+}
+
+// open brings the index up to date with the store before the server answers.
+func (ix *indexer) open(ctx context.Context) error {
+	start := time.Now()
+	if err := ix.loadVectors(ctx); err != nil {
+		return err
+	}
+	wm, err := ix.index.Watermark()
+	if err != nil {
+		return fmt.Errorf("read index watermark: %w", err)
+	}
+	last, err := ix.store.LastSeq(ctx)
+	if err != nil {
+		return fmt.Errorf("read store seq: %w", err)
+	}
+	if wm > last {
+		return fmt.Errorf("index is ahead of the store (index at change %d, store at %d): it belongs to another store; remove the index dir to rebuild it", wm, last)
+	}
+	ix.watermark.Store(wm)
+	first, err := ix.store.Changes(ctx, wm, 1)
+	if err != nil {
+		return fmt.Errorf("read change log: %w", err)
+	}
+	if len(first) > 0 && first[0].Seq > wm+1 {
+		// The log was trimmed past the index: only a full rebuild is complete.
+		if err := ix.rebuild(ctx, last); err != nil {
+			return err
+		}
+	}
+	lag := last - ix.watermark.Load()
+	ix.mu.Lock()
+	err = ix.replay(ctx)
+	ix.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ix.log.Info("index ready", "watermark", ix.watermark.Load(), "caught_up_changes", lag, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (ix *indexer) loadVectors(ctx context.Context) error {
+	var batch []*Message
+	n := 0
+	flush := func() error {
+		if err := ix.index.LoadVectors(ctx, batch); err != nil {
+			return fmt.Errorf("load vectors: %w", err)
+		}
+		n += len(batch)
+		batch = batch[:0]
+		return nil
+	}
+	err := ix.store.ForEachVector(ctx, func(m *Message) error {
+		batch = append(batch, m)
+		if len(batch) == changeBatch {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return err
+	}
+	ix.log.Debug("vectors loaded", "count", n)
+	return nil
+}
+
+// rebuild indexes every stored message and records watermark upTo (read
+// before the scan: later changes are replayed after it, idempotently).
+func (ix *indexer) rebuild(ctx context.Context, upTo uint64) error {
+	ix.log.Warn("rebuilding the full-text index from the store")
+	var batch []*Message
+	n := 0
+	flush := func() error {
+		if err := ix.index.Apply(ctx, IndexBatch{Upserts: batch, Watermark: upTo}); err != nil {
+			return fmt.Errorf("rebuild index: %w", err)
+		}
+		n += len(batch)
+		batch = batch[:0]
+		if n%50000 < changeBatch {
+			ix.log.Info("rebuilding index", "messages", n)
+		}
+		return nil
+	}
+	err := ix.store.ForEachMessage(ctx, func(m *Message) error {
+		batch = append(batch, m)
+		if len(batch) == changeBatch {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return err
+	}
+	ix.watermark.Store(upTo)
+	ix.log.Info("index rebuilt", "messages", n)
+	return nil
+}
+
+// trim lets the store forget changes the index holds durably.
+func (ix *indexer) trim(ctx context.Context) error {
+	wm, err := ix.index.Watermark()
+	if err != nil || wm == 0 {
+		return err
+	}
+	return ix.store.TrimChanges(ctx, wm)
+}

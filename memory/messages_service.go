@@ -1,0 +1,156 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// AppendResult is what a store call answers.
+type AppendResult struct {
+	IDs        []string
+	Tokens     []int
+	Session    *Status
+	Compaction any // the compaction report when this write triggered one
+}
+
+// Append validates, counts, embeds and durably stores msgs at the end of a
+// session (created with the defaults if new), then indexes them. Either all
+// messages are stored or none.
+func (s *Service) Append(ctx context.Context, sessionID string, msgs []*Message) (*AppendResult, error) {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, Errorf(EINVALID, "messages: send 1 to %d messages", s.Limits.MaxMessagesPerCall)
+	}
+	if len(msgs) > s.Limits.MaxMessagesPerCall {
+		return nil, Errorf(ETOOLARGE, "messages: %d is over the limit of %d per call; split the batch", len(msgs), s.Limits.MaxMessagesPerCall)
+	}
+	for i, m := range msgs {
+		if err := m.Validate(i, s.Limits); err != nil {
+			return nil, err
+		}
+	}
+	tenant := TenantFromContext(ctx)
+	enc := s.Defaults.Encoding
+	if sess, err := s.Store.Session(ctx, tenant, sessionID); err == nil {
+		enc = sess.Encoding
+	} else if ErrorCode(err) != ENOTFOUND {
+		return nil, err
+	}
+	if err := s.prepare(ctx, enc, msgs); err != nil {
+		return nil, err
+	}
+	sess, err := s.Store.Append(ctx, tenant, sessionID, s.newSession(tenant, sessionID), msgs)
+	if err != nil {
+		return nil, err
+	}
+	s.syncIndex(ctx)
+	res := &AppendResult{Session: s.Budget.StatusOf(sess)}
+	for _, m := range msgs {
+		res.IDs = append(res.IDs, m.ID)
+		res.Tokens = append(res.Tokens, m.Tokens)
+	}
+	return res, nil
+}
+
+// prepare fills in what the server owns: id, state, time, exact tokens, vector.
+func (s *Service) prepare(ctx context.Context, enc string, msgs []*Message) error {
+	now := s.Now().UTC()
+	texts := make([]string, len(msgs))
+	for i, m := range msgs {
+		m.ID = s.NewID()
+		m.State = StateActive
+		m.Kind, m.Sources = "", nil
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		m.CreatedAt = m.CreatedAt.UTC()
+		n, err := MessageTokens(s.Tokenizer, enc, m)
+		if err != nil {
+			return err
+		}
+		m.Tokens = n
+		texts[i] = EmbedText(m)
+	}
+	vecs, err := s.Embedder.Embed(ctx, texts)
+	if err != nil {
+		return fmt.Errorf("embed %d messages: %w", len(msgs), err)
+	}
+	if len(vecs) != len(msgs) {
+		return fmt.Errorf("embedder returned %d vectors for %d texts", len(vecs), len(msgs))
+	}
+	for i, m := range msgs {
+		m.Vector = vecs[i]
+	}
+	return nil
+}
+
+// ListMessages pages through a session's messages in order. states holds
+// state names or "all"; the cursor is opaque to callers (the last seq seen).
+func (s *Service) ListMessages(ctx context.Context, sessionID string, states []string, cursor string, limit int) ([]*Message, string, error) {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return nil, "", err
+	}
+	limit, err := pageSize(limit)
+	if err != nil {
+		return nil, "", err
+	}
+	q := MessageQuery{Limit: limit + 1}
+	if q.States, err = ParseStates(states); err != nil {
+		return nil, "", err
+	}
+	if cursor != "" {
+		if q.AfterSeq, err = strconv.ParseUint(cursor, 10, 64); err != nil {
+			return nil, "", Errorf(EINVALID, "cursor: not a cursor this server gave out")
+		}
+	}
+	msgs, err := s.Store.Messages(ctx, TenantFromContext(ctx), sessionID, q)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(msgs) > limit {
+		msgs = msgs[:limit]
+		next = strconv.FormatUint(msgs[limit-1].Seq, 10)
+	}
+	return msgs, next, nil
+}
+
+// ParseStates reads a state filter: names, comma lists, or "all" (no filter).
+func ParseStates(in []string) ([]State, error) {
+	var out []State
+	for _, v := range in {
+		for _, name := range strings.Split(v, ",") {
+			name = strings.TrimSpace(name)
+			switch {
+			case name == "" || name == "all":
+				continue
+			case !State(name).Valid():
+				return nil, Errorf(EINVALID, "state: %q is not one of active, summarized, dropped, recovered, all", name)
+			}
+			out = append(out, State(name))
+		}
+	}
+	for _, v := range in {
+		if v == "all" {
+			return nil, nil
+		}
+	}
+	return out, nil
+}
+
+// ParseTime reads an optional RFC 3339 time for field.
+func ParseTime(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, Errorf(EINVALID, "%s: %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", field, v)
+	}
+	return t, nil
+}

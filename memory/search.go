@@ -1,0 +1,123 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SearchRequest is a search as a caller asks it.
+type SearchRequest struct {
+	Query    string
+	Sessions []string // empty: every session of the caller's tenant
+	K        int
+	Mode     string
+	States   []State
+	Since    time.Time
+	Until    time.Time
+}
+
+// SearchResult is one found message with its score and snippet.
+type SearchResult struct {
+	*Message
+	Score     float64
+	Highlight string
+	// TextScore and VectorScore are the normalised components of Score.
+	TextScore, VectorScore float64
+}
+
+// Search limits.
+const (
+	DefaultK       = 10
+	MaxK           = 100
+	MaxQueryBytes  = 16 << 10
+	MaxSearchScope = 1000 // sessions named in one search
+)
+
+// Validate checks a search request and fills defaults.
+func (r *SearchRequest) Validate() error {
+	if strings.TrimSpace(r.Query) == "" {
+		return Errorf(EINVALID, "query: must not be empty")
+	}
+	if len(r.Query) > MaxQueryBytes {
+		return Errorf(EINVALID, "query: %d bytes is over the limit of %d", len(r.Query), MaxQueryBytes)
+	}
+	if err := checkText(r.Query); err != nil {
+		return Errorf(EINVALID, "query: %v", err)
+	}
+	switch {
+	case r.K == 0:
+		r.K = DefaultK
+	case r.K < 0 || r.K > MaxK:
+		return Errorf(EINVALID, "k: %d is outside 1..%d", r.K, MaxK)
+	}
+	switch r.Mode {
+	case "":
+		r.Mode = ModeHybrid
+	case ModeHybrid, ModeText, ModeVector:
+	default:
+		return Errorf(EINVALID, "mode: %q is not one of hybrid, text, vector", r.Mode)
+	}
+	if len(r.Sessions) > MaxSearchScope {
+		return Errorf(EINVALID, "sessions: %d is over the limit of %d", len(r.Sessions), MaxSearchScope)
+	}
+	for _, id := range r.Sessions {
+		if err := ValidateSessionID(id); err != nil {
+			return err
+		}
+	}
+	if !r.Since.IsZero() && !r.Until.IsZero() && r.Until.Before(r.Since) {
+		return Errorf(EINVALID, "until: before since")
+	}
+	return nil
+}
+
+// Search finds the caller's messages that best match a query.
+func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	tenant := TenantFromContext(ctx)
+	q := SearchQuery{Tenant: tenant, Text: r.Query, Sessions: r.Sessions, States: r.States,
+		Since: r.Since, Until: r.Until, K: r.K, Mode: r.Mode, Highlight: true}
+	if r.Mode != ModeText {
+		vecs, err := s.Embedder.Embed(ctx, []string{r.Query})
+		if err != nil {
+			return nil, fmt.Errorf("embed query: %w", err)
+		}
+		q.Vector = vecs[0]
+	}
+	hits, err := s.Index.Search(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("search index: %w", err)
+	}
+	return s.resolve(ctx, tenant, hits)
+}
+
+// resolve fills hits in from the store, the truth: a hit the store no longer
+// has (the index lags a delete) is left out.
+func (s *Service) resolve(ctx context.Context, tenant string, hits []Hit) ([]SearchResult, error) {
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.ID
+	}
+	msgs, err := s.Store.MessagesByID(ctx, tenant, ids, false)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*Message, len(msgs))
+	for _, m := range msgs {
+		byID[m.ID] = m
+	}
+	out := make([]SearchResult, 0, len(hits))
+	for _, h := range hits {
+		m := byID[h.ID]
+		if m == nil {
+			continue
+		}
+		out = append(out, SearchResult{Message: m, Score: h.Score, Highlight: h.Highlight,
+			TextScore: h.TextScore, VectorScore: h.VectorScore})
+	}
+	return out, nil
+}

@@ -1,0 +1,183 @@
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Defaults are the settings a session gets when nothing else is said.
+type Defaults struct {
+	ContextWindow int
+	Encoding      string
+}
+
+// DefaultDefaults are the documented defaults.
+var DefaultDefaults = Defaults{ContextWindow: 128_000, Encoding: EncodingO200k}
+
+// Service is ctxd's domain: sessions, messages, token budgets and search, over
+// the small interfaces the adapters implement. Fields are set before Open.
+type Service struct {
+	Store     Store
+	Index     Index
+	Embedder  Embedder
+	Tokenizer Tokenizer
+	Budget    Budget
+	Limits    Limits
+	Defaults  Defaults
+	Logger    *slog.Logger
+	Now       func() time.Time
+
+	// Reembed allows Open to re-embed every stored message when the data dir
+	// was embedded by another model; without it Open refuses.
+	Reembed bool
+
+	ix      *indexer
+	idMu    sync.Mutex
+	entropy *ulid.MonotonicEntropy
+	ready   atomic.Bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Open checks the embedding model, brings the index up to date with the store,
+// and starts the background loops. The service answers only after Open.
+func (s *Service) Open(ctx context.Context) error {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	if s.Limits == (Limits{}) {
+		s.Limits = DefaultLimits
+	}
+	if s.Budget == (Budget{}) {
+		s.Budget = DefaultBudget
+	}
+	if s.Defaults == (Defaults{}) {
+		s.Defaults = DefaultDefaults
+	}
+	s.entropy = ulid.Monotonic(rand.Reader, 0)
+	s.ix = &indexer{store: s.Store, index: s.Index, log: s.Logger.With("component", "indexer")}
+	if err := s.checkModel(ctx); err != nil {
+		return err
+	}
+	if err := s.ix.open(ctx); err != nil {
+		return err
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(1)
+	go s.maintain(loopCtx)
+	s.ready.Store(true)
+	return nil
+}
+
+// Close stops the background loops. It does not close the adapters: their
+// owner opened them.
+func (s *Service) Close() error {
+	if s.cancel != nil {
+		s.cancel()
+		s.wg.Wait()
+	}
+	return nil
+}
+
+// DefaultMaintainInterval is how often the background loop retries a lagging
+// index and trims the change log.
+const DefaultMaintainInterval = 2 * time.Second
+
+func (s *Service) maintain(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(DefaultMaintainInterval)
+	defer t.Stop()
+	var trimmed uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		last, err := s.Store.LastSeq(ctx)
+		if err != nil {
+			continue
+		}
+		if err := s.ix.sync(ctx, last); err != nil {
+			s.Logger.Error("index catch-up failed; will retry", "err", err)
+			continue
+		}
+		if wm := s.ix.watermark.Load(); wm > trimmed+changeBatch {
+			if err := s.ix.trim(ctx); err != nil {
+				s.Logger.Warn("trim change log", "err", err)
+				continue
+			}
+			trimmed = wm
+		}
+	}
+}
+
+// Ready reports whether the store and indexes are open and caught up enough
+// to answer, and why not.
+func (s *Service) Ready(ctx context.Context) error {
+	if !s.ready.Load() {
+		return Errorf(EUNAVAILABLE, "starting: the index is catching up with the store")
+	}
+	if p := s.ix.lastErr.Load(); p != nil {
+		return Errorf(EUNAVAILABLE, "index is behind the store: %v", *p)
+	}
+	return nil
+}
+
+// Started reports whether Open has finished: before that no request is served.
+func (s *Service) Started() bool { return s.ready.Load() }
+
+// IndexLag is how many store changes the index does not hold yet.
+func (s *Service) IndexLag(ctx context.Context) uint64 {
+	last, err := s.Store.LastSeq(ctx)
+	if err != nil || s.ix == nil {
+		return 0
+	}
+	wm := s.ix.watermark.Load()
+	if wm >= last {
+		return 0
+	}
+	return last - wm
+}
+
+// NewID returns a new message id: a ULID, so ids sort by creation time.
+func (s *Service) NewID() string {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	return ulid.MustNew(ulid.Timestamp(s.Now()), s.entropy).String()
+}
+
+func (s *Service) newSession(tenant, id string) func() *Session {
+	return func() *Session {
+		now := s.Now().UTC()
+		return &Session{Tenant: tenant, ID: id, ContextWindow: s.Defaults.ContextWindow,
+			Encoding: s.Defaults.Encoding, CreatedAt: now, UpdatedAt: now}
+	}
+}
+
+// EmbedText is what a message is embedded and searched as: the speaker's name
+// is part of what was said, and a tool call's name and arguments are its text.
+func EmbedText(m *Message) string {
+	var b strings.Builder
+	if m.Name != "" {
+		b.WriteString(m.Name)
+		b.WriteString(": ")
+	}
+	b.WriteString(m.Content)
+	for _, tc := range m.ToolCalls {
+		fmt.Fprintf(&b, "\n%s(%s)", tc.Function.Name, tc.Function.Arguments)
+	}
+	return b.String()
+}

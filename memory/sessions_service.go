@@ -1,0 +1,110 @@
+package memory
+
+import "context"
+
+// PutSession creates a session or changes its settings.
+func (s *Service) PutSession(ctx context.Context, id string, u SessionUpdate) (*Status, error) {
+	if err := ValidateSessionID(id); err != nil {
+		return nil, err
+	}
+	if err := u.Validate(); err != nil {
+		return nil, err
+	}
+	tenant := TenantFromContext(ctx)
+	sess, err := s.Store.UpdateSession(ctx, tenant, id, s.newSession(tenant, id), func(sess *Session) error {
+		// Stored token counts are in the old encoding: changing it would make
+		// every budget decision wrong.
+		if u.Encoding != nil && *u.Encoding != sess.Encoding && sess.Counts.Total() > 0 {
+			return Errorf(ECONFLICT, "encoding: session %q holds messages counted in %s; create a new session to use %s", id, sess.Encoding, *u.Encoding)
+		}
+		u.Apply(sess)
+		sess.UpdatedAt = s.Now().UTC()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Budget.StatusOf(sess), nil
+}
+
+// GetSession returns a session's status.
+func (s *Service) GetSession(ctx context.Context, id string) (*Status, error) {
+	if err := ValidateSessionID(id); err != nil {
+		return nil, err
+	}
+	sess, err := s.Store.Session(ctx, TenantFromContext(ctx), id)
+	if err != nil {
+		return nil, err
+	}
+	return s.Budget.StatusOf(sess), nil
+}
+
+// Page limits for listings.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// ListSessions pages through the caller's sessions in id order. The cursor is
+// the last id of the previous page.
+func (s *Service) ListSessions(ctx context.Context, cursor string, limit int) ([]*Status, string, error) {
+	limit, err := pageSize(limit)
+	if err != nil {
+		return nil, "", err
+	}
+	if cursor != "" {
+		if err := ValidateSessionID(cursor); err != nil {
+			return nil, "", Errorf(EINVALID, "cursor: not a cursor this server gave out")
+		}
+	}
+	sessions, err := s.Store.Sessions(ctx, TenantFromContext(ctx), cursor, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(sessions) > limit {
+		sessions = sessions[:limit]
+		next = sessions[limit-1].ID
+	}
+	out := make([]*Status, len(sessions))
+	for i, sess := range sessions {
+		out[i] = s.Budget.StatusOf(sess)
+	}
+	return out, next, nil
+}
+
+// DeleteSession removes a session from the store and both indexes.
+func (s *Service) DeleteSession(ctx context.Context, id string) error {
+	if err := ValidateSessionID(id); err != nil {
+		return err
+	}
+	if err := s.Store.DeleteSession(ctx, TenantFromContext(ctx), id); err != nil {
+		return err
+	}
+	s.syncIndex(ctx)
+	return nil
+}
+
+func pageSize(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return DefaultPageSize, nil
+	case limit < 0 || limit > MaxPageSize:
+		return 0, Errorf(EINVALID, "limit: %d is outside 1..%d", limit, MaxPageSize)
+	}
+	return limit, nil
+}
+
+// syncIndex brings the index up to the store's latest change before a write
+// is answered, so the caller can search what it just wrote. A failure is
+// logged, not returned: the write is durable and the index catches up in the
+// background (and /readyz says so meanwhile).
+func (s *Service) syncIndex(ctx context.Context) {
+	last, err := s.Store.LastSeq(ctx)
+	if err == nil {
+		err = s.ix.sync(context.WithoutCancel(ctx), last)
+	}
+	if err != nil {
+		s.Logger.Error("index update failed after a durable write; retrying in background", "err", err)
+	}
+}

@@ -1,0 +1,50 @@
+package memory
+
+import "fmt"
+
+// Token accounting follows OpenAI's published rule for chat models
+// (gpt-3.5-turbo-0613 and later, gpt-4, gpt-4o): every message costs
+// MessageOverhead tokens plus the tokens of its role and content; a name adds
+// its tokens plus NameOverhead. OpenAI does not publish the rule for
+// tool_calls; ctxd counts each call's id, function name and arguments plus
+// MessageOverhead, which tracks the API's reported usage within a few tokens
+// per call. A completion request adds ReplyPriming tokens once, for the
+// assistant turn the model is primed with; the window builder counts it.
+const (
+	MessageOverhead = 3
+	NameOverhead    = 1
+	ReplyPriming    = 3
+)
+
+// MessageTokens returns what m costs in a chat request, in encoding enc.
+func MessageTokens(tok Tokenizer, enc string, m *Message) (int, error) {
+	total := MessageOverhead
+	add := func(s string) error {
+		n, err := tok.Count(enc, s)
+		if err != nil {
+			return fmt.Errorf("count tokens: %w", err)
+		}
+		total += n
+		return nil
+	}
+	for _, s := range []string{string(m.Role), m.Content, m.ToolCallID} {
+		if err := add(s); err != nil {
+			return 0, err
+		}
+	}
+	if m.Name != "" {
+		if err := add(m.Name); err != nil {
+			return 0, err
+		}
+		total += NameOverhead
+	}
+	for _, tc := range m.ToolCalls {
+		total += MessageOverhead
+		for _, s := range []string{tc.ID, tc.Function.Name, tc.Function.Arguments} {
+			if err := add(s); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return total, nil
+}
