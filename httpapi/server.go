@@ -75,14 +75,17 @@ func New(svc *memory.Service, opts Options) *Server {
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openapi)
 
-	v1 := e.Group("/v1", s.limitBody)
+	// Middleware goes on routes, not on the group: a group with middleware
+	// catches every unknown method as 404 and 405 is lost.
+	v1 := e.Group("/v1")
+	body := s.limitBody
 	v1.GET("/sessions", s.listSessions)
-	v1.PUT("/sessions/:id", s.putSession)
+	v1.PUT("/sessions/:id", s.putSession, body)
 	v1.GET("/sessions/:id", s.getSession)
 	v1.DELETE("/sessions/:id", s.deleteSession)
-	v1.POST("/sessions/:id/messages", s.appendMessages)
+	v1.POST("/sessions/:id/messages", s.appendMessages, body)
 	v1.GET("/sessions/:id/messages", s.listMessages)
-	v1.POST("/search", s.search)
+	v1.POST("/search", s.search, body)
 	return s
 }
 

