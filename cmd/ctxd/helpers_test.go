@@ -117,7 +117,9 @@ func (ts *testServer) mustDo(want int, method, path string, body any) map[string
 	return r.Body
 }
 
-func msg(role, content string) map[string]any { return map[string]any{"role": role, "content": content} }
+func msg(role, content string) map[string]any {
+	return map[string]any{"role": role, "content": content}
+}
 
 func (ts *testServer) store(session string, msgs ...map[string]any) []string {
 	ts.t.Helper()
