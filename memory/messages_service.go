@@ -69,12 +69,10 @@ func (s *Service) prepare(ctx context.Context, enc string, msgs []*Message) erro
 			m.CreatedAt = now
 		}
 		m.CreatedAt = m.CreatedAt.UTC()
-		n, err := MessageTokens(s.Tokenizer, enc, m)
-		if err != nil {
-			return err
-		}
-		m.Tokens = n
 		texts[i] = EmbedText(m)
+	}
+	if err := countTokens(s.Tokenizer, enc, msgs); err != nil {
+		return err
 	}
 	vecs, err := s.Embedder.Embed(ctx, texts)
 	if err != nil {

@@ -34,6 +34,7 @@ type Config struct {
 	Fusion             string
 	VectorWeight       float64
 	ShutdownTimeout    time.Duration
+	PprofAddr          string
 }
 
 // bindServeFlags declares the flags with their defaults.
@@ -56,6 +57,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.BoolVar(&c.Reembed, "reembed", false, "re-embed every stored message when the data dir was embedded by another model")
 	fs.StringVar(&c.Fusion, "fusion", "", "hybrid search fusion: minmax or rrf (default: the index's measured default)")
 	fs.Float64Var(&c.VectorWeight, "vector-weight", 0, "weight of the vector side in hybrid search, 0..1 (0: the index's default)")
+	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); empty: off")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -132,6 +134,12 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	m.Addr = ln.Addr()
 	m.serveErr = make(chan error, 1)
 	go func() { m.serveErr <- m.HTTP.Serve(ln) }()
+	if cfg.PprofAddr != "" {
+		go func() {
+			// http.DefaultServeMux holds the handlers net/http/pprof registers.
+			m.Logger.Warn("pprof server stopped", "err", http.ListenAndServe(cfg.PprofAddr, nil))
+		}()
+	}
 	m.Logger.Info("ctxd listening", "addr", m.Addr.String(), "data_dir", cfg.DataDir,
 		"embedder", emb.Model(), "started_in", time.Since(start).Round(time.Millisecond))
 	return nil
