@@ -89,6 +89,7 @@ type Message struct {
 	State      State          `json:"state"`
 	Kind       string         `json:"kind,omitempty"`
 	Sources    []string       `json:"sources,omitempty"`
+	Cold       *ColdInfo      `json:"cold,omitempty"`
 
 	// Vector is the message's embedding. It is stored apart from the record
 	// (it is large and most reads do not need it).
