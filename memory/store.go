@@ -25,6 +25,9 @@ type Store interface {
 	// if it is missing), assigns each a Seq, and updates the session's counts
 	// and tokens. Messages carry their ID, Tokens, State and Vector already.
 	Append(ctx context.Context, tenant, id string, create func() *Session, msgs []*Message) (*Session, error)
+	// Update runs fn in one write transaction on a session; ENOTFOUND if
+	// the session does not exist. An error from fn rolls everything back.
+	Update(ctx context.Context, tenant, sessionID string, fn func(SessionTx) error) (*Session, error)
 	// Messages lists a session's messages in order, filtered by q.
 	Messages(ctx context.Context, tenant, sessionID string, q MessageQuery) ([]*Message, error)
 	// MessagesByID returns the messages with these ids that exist and belong
@@ -166,4 +169,23 @@ type Embedder interface {
 // Tokenizer counts tokens exactly in a named encoding.
 type Tokenizer interface {
 	Count(encoding, text string) (int, error)
+}
+
+// SessionTx is one atomic write on one session: compaction, recovery and
+// purge change many messages at once, and a crash must leave the session as
+// before or as after. Counts and tokens of the session follow every change.
+type SessionTx interface {
+	// Session is the session as of this transaction; changes to its
+	// settings fields are saved at commit.
+	Session() *Session
+	// Message returns one of the session's messages; ENOTFOUND if missing.
+	Message(id string) (*Message, error)
+	// Messages lists the session's messages in order, filtered by q.
+	Messages(q MessageQuery) ([]*Message, error)
+	// Put saves a changed message (same id and seq).
+	Put(m *Message) error
+	// Append adds a new message at the end of the session (assigning Seq).
+	Append(m *Message) error
+	// Delete removes a message for good (the TTL purge).
+	Delete(id string) error
 }

@@ -34,13 +34,7 @@ func (s *Store) Append(ctx context.Context, tenant, id string, create func() *me
 			if err := putMessage(tx, m, true); err != nil {
 				return err
 			}
-			sess.Counts.Add(m.State, 1)
-			if m.InWindow() {
-				sess.Tokens += m.Tokens
-			}
-			if m.IsSummary() {
-				sess.Summaries++
-			}
+			account(sess, m, +1)
 		}
 		sess.LastSeq = seq
 		if n := len(msgs); n > 0 && msgs[n-1].CreatedAt.After(sess.UpdatedAt) {
