@@ -22,8 +22,9 @@ func (s *Server) putSession(c echo.Context) error {
 	if err != nil {
 		return memory.Errorf(memory.EINVALID, "metadata: %v", err)
 	}
+	pol := in.PolicyOverrides
 	st, err := s.svc.PutSession(c.Request().Context(), id, memory.SessionUpdate{
-		ContextWindow: in.ContextWindow, Encoding: in.Encoding, Metadata: md})
+		ContextWindow: in.ContextWindow, Encoding: in.Encoding, Metadata: md, Policy: &pol})
 	if err != nil {
 		return err
 	}
@@ -134,4 +135,83 @@ func (s *Server) search(c echo.Context) error {
 		out[i] = searchResultOut{messageOut: toMessageOut(r.Message), Score: r.Score, Highlight: r.Highlight}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"results": out})
+}
+
+func (s *Server) compact(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	var in compactIn
+	if c.Request().ContentLength != 0 {
+		if err := s.decode(c, &in); err != nil {
+			return err
+		}
+	}
+	rep, err := s.svc.Compact(c.Request().Context(), id, memory.CompactRequest{Prompt: in.Prompt, DryRun: in.DryRun})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rep)
+}
+
+func (s *Server) listCold(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(c, "limit")
+	if err != nil {
+		return err
+	}
+	msgs, next, err := s.svc.ListCold(c.Request().Context(), id, c.QueryParam("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	out := make([]coldChunkOut, len(msgs))
+	for i, m := range msgs {
+		out[i] = toColdOut(m)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"chunks": out, "next_cursor": next})
+}
+
+func (s *Server) recoverMessage(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	mid, err := pathParam(c, "message_id")
+	if err != nil {
+		return err
+	}
+	m, err := s.svc.Recover(c.Request().Context(), id, mid, "", 0)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toMessageOut(m))
+}
+
+func (s *Server) context(c echo.Context) error {
+	id, err := sessionID(c)
+	if err != nil {
+		return err
+	}
+	var in contextIn
+	if err := s.decode(c, &in); err != nil {
+		return err
+	}
+	explain, err := queryBool(c, "explain")
+	if err != nil {
+		return err
+	}
+	res, err := s.svc.Context(c.Request().Context(), id, memory.ContextRequest{Prompt: in.Prompt, MaxTokens: in.MaxTokens, Explain: in.Explain || explain})
+	if err != nil {
+		return err
+	}
+	out := contextOut{Messages: make([]windowMessageOut, len(res.Messages)), Tokens: res.Tokens, Recovered: res.Recovered, Budget: res.Budget}
+	for i, m := range res.Messages {
+		out.Messages[i] = windowMessageOut{messageOut: toMessageOut(m.Message), Source: m.Source, Score: m.Score,
+			Components: m.Components, PruneLevel: m.PruneLevel}
+	}
+	return c.JSON(http.StatusOK, out)
 }

@@ -86,6 +86,10 @@ func New(svc *memory.Service, opts Options) *Server {
 	v1.POST("/sessions/:id/messages", s.appendMessages, body)
 	v1.GET("/sessions/:id/messages", s.listMessages)
 	v1.POST("/search", s.search, body)
+	v1.POST("/sessions/:id/compact", s.compact, body)
+	v1.POST("/sessions/:id/context", s.context, body)
+	v1.GET("/sessions/:id/cold", s.listCold)
+	v1.POST("/sessions/:id/messages/:message_id/recover", s.recoverMessage, body)
 	return s
 }
 

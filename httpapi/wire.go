@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/scoring"
 )
 
 // messageIn is a message as a client sends it.
@@ -93,6 +94,32 @@ type sessionIn struct {
 	ContextWindow *int           `json:"context_window"`
 	Encoding      *string        `json:"encoding"`
 	Metadata      map[string]any `json:"metadata"`
+	memory.PolicyOverrides
+}
+
+type compactIn struct {
+	Prompt string `json:"prompt"`
+	DryRun bool   `json:"dry_run"`
+}
+
+// coldChunkOut is a cold chunk as GET .../cold lists it.
+type coldChunkOut struct {
+	messageOut
+	DropReason       string    `json:"drop_reason"`
+	RelevanceScore   float64   `json:"relevance_score"`
+	PromptAtDrop     string    `json:"prompt_at_drop"`
+	RecoverableUntil time.Time `json:"recoverable_until"`
+	DroppedAt        time.Time `json:"dropped_at"`
+	SummaryID        string    `json:"summary_id,omitempty"`
+}
+
+func toColdOut(m *memory.Message) coldChunkOut {
+	out := coldChunkOut{messageOut: toMessageOut(m)}
+	if c := m.Cold; c != nil {
+		out.DropReason, out.RelevanceScore, out.PromptAtDrop = c.DropReason, c.RelevanceScore, c.PromptAtDrop
+		out.RecoverableUntil, out.DroppedAt, out.SummaryID = c.RecoverableUntil, c.DroppedAt, c.SummaryID
+	}
+	return out
 }
 
 type appendIn struct {
@@ -121,4 +148,27 @@ type searchResultOut struct {
 	messageOut
 	Score     float64 `json:"score"`
 	Highlight string  `json:"highlight,omitempty"`
+}
+
+type contextIn struct {
+	Prompt    string `json:"prompt"`
+	MaxTokens int    `json:"max_tokens"`
+	Explain   bool   `json:"explain"`
+}
+
+// windowMessageOut is a message of the context window: sendable as is
+// (role, content, name, tool_call_id, tool_calls) plus where it came from.
+type windowMessageOut struct {
+	messageOut
+	Source     string              `json:"source"`
+	Score      float64             `json:"score"`
+	Components *scoring.Components `json:"components,omitempty"`
+	PruneLevel int                 `json:"prune_level,omitempty"`
+}
+
+type contextOut struct {
+	Messages  []windowMessageOut   `json:"messages"`
+	Tokens    int                  `json:"tokens"`
+	Recovered []string             `json:"recovered"`
+	Budget    memory.ContextBudget `json:"budget"`
 }

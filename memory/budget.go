@@ -52,22 +52,23 @@ type Status struct {
 	Summaries     int            `json:"summaries"`
 	Compactions   int            `json:"compactions"`
 	FlushPrompt   string         `json:"flush_prompt,omitempty"`
+	Policy        Policy         `json:"policy"`
 	CreatedAt     time.Time      `json:"created_at"`
 	UpdatedAt     time.Time      `json:"updated_at"`
 }
 
-// StatusOf reports s under budget b.
-func (b Budget) StatusOf(s *Session) *Status {
+// StatusOf reports s, whose window costs tokens, under budget b.
+func (b Budget) StatusOf(s *Session, tokens int) *Status {
 	st := &Status{
 		ID: s.ID, ContextWindow: s.ContextWindow, Encoding: s.Encoding, Metadata: s.Metadata,
-		Tokens: s.Tokens, Messages: s.Counts, Summaries: s.Summaries, Compactions: s.Compactions,
+		Tokens: tokens, Messages: s.Counts, Summaries: s.Summaries, Compactions: s.Compactions,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
 	if s.ContextWindow > 0 {
-		st.PctUsed = float64(int(float64(s.Tokens)/float64(s.ContextWindow)*10000)) / 10000
+		st.PctUsed = float64(int(float64(tokens)/float64(s.ContextWindow)*10000)) / 10000
 	}
-	st.State = b.State(s.Tokens, s.ContextWindow)
-	if st.State == WindowFlushDue {
+	st.State = b.State(tokens, s.ContextWindow)
+	if st.State == WindowFlushDue && s.FlushTold != s.Compactions+1 {
 		st.FlushPrompt = FlushPrompt
 	}
 	return st

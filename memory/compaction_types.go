@@ -61,3 +61,14 @@ type EventLog interface {
 	// log adds the time.
 	Log(stream string, event map[string]any) error
 }
+
+// ColdMirror keeps an inspectable copy of cold chunks (JSONL per session).
+// The store is the truth; the mirror can be rebuilt from it.
+type ColdMirror interface {
+	// Append adds chunks durably (fsynced) before returning.
+	Append(tenant, sessionID string, msgs []*Message) error
+	// Rewrite replaces a session's chunks atomically.
+	Rewrite(tenant, sessionID string, msgs []*Message) error
+	// Remove forgets a session.
+	Remove(tenant, sessionID string) error
+}

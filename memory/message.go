@@ -90,10 +90,26 @@ type Message struct {
 	Kind       string         `json:"kind,omitempty"`
 	Sources    []string       `json:"sources,omitempty"`
 	Cold       *ColdInfo      `json:"cold,omitempty"`
+	// Anchor is where a summary sits in the window: the seq of its first
+	// source. Other messages sit at their own Seq.
+	Anchor uint64 `json:"anchor,omitempty"`
+	// Turn is how many assistant messages the session had before this one;
+	// tool output is pruned by how many assistant turns followed it.
+	Turn int `json:"turn"`
+	// Prune holds the window costs of a long tool result's pruned forms.
+	Prune *PruneCosts `json:"prune,omitempty"`
 
 	// Vector is the message's embedding. It is stored apart from the record
 	// (it is large and most reads do not need it).
 	Vector []float32 `json:"-"`
+}
+
+// Position orders messages in the window.
+func (m *Message) Position() uint64 {
+	if m.Anchor != 0 {
+		return m.Anchor
+	}
+	return m.Seq
 }
 
 // IsSummary reports whether m was written by the server to replace others.

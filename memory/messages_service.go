@@ -13,7 +13,7 @@ type AppendResult struct {
 	IDs        []string
 	Tokens     []int
 	Session    *Status
-	Compaction any // the compaction report when this write triggered one
+	Compaction *CompactionReport // when this write triggered a compaction
 }
 
 // Append validates, counts, embeds and durably stores msgs at the end of a
@@ -35,30 +35,67 @@ func (s *Service) Append(ctx context.Context, sessionID string, msgs []*Message)
 		}
 	}
 	tenant := TenantFromContext(ctx)
-	enc := s.Defaults.Encoding
-	if sess, err := s.Store.Session(ctx, tenant, sessionID); err == nil {
-		enc = sess.Encoding
-	} else if ErrorCode(err) != ENOTFOUND {
+	sess, err := s.Store.Session(ctx, tenant, sessionID)
+	if ErrorCode(err) == ENOTFOUND {
+		sess, err = s.newSession(tenant, sessionID)(), nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	if err := s.prepare(ctx, enc, msgs); err != nil {
+	if err := s.prepare(ctx, sess.Encoding, s.policy(sess), msgs); err != nil {
 		return nil, err
 	}
-	sess, err := s.Store.Append(ctx, tenant, sessionID, s.newSession(tenant, sessionID), msgs)
+	sess, err = s.Store.Append(ctx, tenant, sessionID, s.newSession(tenant, sessionID), msgs)
 	if err != nil {
 		return nil, err
 	}
 	s.syncIndex(ctx)
-	res := &AppendResult{Session: s.Budget.StatusOf(sess)}
+	res := &AppendResult{}
 	for _, m := range msgs {
 		res.IDs = append(res.IDs, m.ID)
 		res.Tokens = append(res.Tokens, m.Tokens)
 	}
+	res.Session, res.Compaction = s.afterAppend(ctx, tenant, sessionID, sess)
 	return res, nil
 }
 
+// afterAppend compacts a window the write carried past the trigger (before
+// the write is answered, so the agent's next call fits), and tells the agent
+// to flush durable notes once per compaction cycle. The write itself is
+// durable already: a failure here is reported in the answer, not as an error.
+func (s *Service) afterAppend(ctx context.Context, tenant, sessionID string, sess *Session) (*Status, *CompactionReport) {
+	st := s.status(sess)
+	var rep *CompactionReport
+	if st.State == WindowCompactionDue || st.State == WindowOverLimit {
+		trigger := TriggerAuto
+		if st.State == WindowOverLimit {
+			trigger = TriggerHardLimit
+		}
+		var err error
+		rep, err = s.Compact(ctx, sessionID, CompactRequest{Trigger: trigger})
+		if err != nil {
+			s.Logger.Error("compaction after write failed", "session", sessionID, "err", err)
+			rep = &CompactionReport{Trigger: trigger, Error: ErrorMessage(err)}
+		}
+		if fresh, err := s.Store.Session(ctx, tenant, sessionID); err == nil {
+			st = s.status(fresh)
+		}
+	}
+	if st.FlushPrompt != "" {
+		// This answer is the one that tells the agent; later ones this cycle
+		// do not repeat it.
+		if _, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
+			tx.Session().FlushTold = tx.Session().Compactions + 1
+			return nil
+		}); err != nil {
+			s.Logger.Warn("record flush prompt", "session", sessionID, "err", err)
+		}
+	}
+	return st, rep
+}
+
 // prepare fills in what the server owns: id, state, time, exact tokens, vector.
-func (s *Service) prepare(ctx context.Context, enc string, msgs []*Message) error {
+func (s *Service) prepare(ctx context.Context, enc string, pol Policy, msgs []*Message) error {
 	now := s.Now().UTC()
 	texts := make([]string, len(msgs))
 	for i, m := range msgs {
@@ -73,6 +110,12 @@ func (s *Service) prepare(ctx context.Context, enc string, msgs []*Message) erro
 	}
 	if err := countTokens(s.Tokenizer, enc, msgs); err != nil {
 		return err
+	}
+	for _, m := range msgs {
+		var err error
+		if m.Prune, err = pol.pruneCosts(s.Tokenizer, enc, m); err != nil {
+			return err
+		}
 	}
 	vecs, err := s.Embedder.Embed(ctx, texts)
 	if err != nil {

@@ -29,22 +29,37 @@ type Service struct {
 	Index     Index
 	Embedder  Embedder
 	Tokenizer Tokenizer
-	Budget    Budget
-	Limits    Limits
-	Defaults  Defaults
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Summarizer writes compaction summaries.
+	Summarizer Summarizer
+	// Cold mirrors cold chunks as inspectable JSONL; optional.
+	Cold ColdMirror
+	// Events records compactions, drops and recoveries; optional.
+	Events   EventLog
+	Policy   Policy // the server's; sessions may override fields
+	Limits   Limits
+	Defaults Defaults
+	Logger   *slog.Logger
+	Now      func() time.Time
+
+	// Shares split the context budget between the window's levels.
+	Shares Shares
+	// PurgeInterval is how often expired cold chunks are purged; 0 uses
+	// DefaultPurgeInterval.
+	PurgeInterval time.Duration
+	// RecoverNext brings the turn after a recovered one along with it.
+	RecoverNext bool
 
 	// Reembed allows Open to re-embed every stored message when the data dir
 	// was embedded by another model; without it Open refuses.
 	Reembed bool
 
-	ix      *indexer
-	idMu    sync.Mutex
-	entropy *ulid.MonotonicEntropy
-	ready   atomic.Bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	ix           *indexer
+	sessionLocks sync.Map // tenant\x00session -> *sync.Mutex
+	idMu         sync.Mutex
+	entropy      *ulid.MonotonicEntropy
+	ready        atomic.Bool
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // Open checks the embedding model, brings the index up to date with the store,
@@ -59,8 +74,14 @@ func (s *Service) Open(ctx context.Context) error {
 	if s.Limits == (Limits{}) {
 		s.Limits = DefaultLimits
 	}
-	if s.Budget == (Budget{}) {
-		s.Budget = DefaultBudget
+	if s.Policy == (Policy{}) {
+		s.Policy = DefaultPolicy
+	}
+	if err := s.Policy.Validate(); err != nil {
+		return fmt.Errorf("compaction policy: %w", err)
+	}
+	if s.Shares == (Shares{}) {
+		s.Shares = DefaultShares
 	}
 	if s.Defaults == (Defaults{}) {
 		s.Defaults = DefaultDefaults
@@ -95,15 +116,30 @@ func (s *Service) Close() error {
 // index and trims the change log.
 const DefaultMaintainInterval = 2 * time.Second
 
+// DefaultPurgeInterval is how often expired cold chunks are purged.
+const DefaultPurgeInterval = time.Hour
+
 func (s *Service) maintain(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(DefaultMaintainInterval)
 	defer t.Stop()
+	if s.PurgeInterval <= 0 {
+		s.PurgeInterval = DefaultPurgeInterval
+	}
+	purge := time.NewTicker(s.PurgeInterval)
+	defer purge.Stop()
 	var trimmed uint64
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-purge.C:
+			if n, err := s.Purge(ctx, s.Now()); err != nil {
+				s.Logger.Error("purge expired cold chunks", "err", err)
+			} else if n > 0 {
+				s.Logger.Info("purged expired cold chunks", "count", n)
+			}
+			continue
 		case <-t.C:
 		}
 		last, err := s.Store.LastSeq(ctx)
@@ -150,6 +186,17 @@ func (s *Service) IndexLag(ctx context.Context) uint64 {
 		return 0
 	}
 	return last - wm
+}
+
+// policy is the session's effective compaction policy.
+func (s *Service) policy(sess *Session) Policy { return sess.Policy.Apply(s.Policy) }
+
+// status reports a session under its policy.
+func (s *Service) status(sess *Session) *Status {
+	p := s.policy(sess)
+	st := p.Budget().StatusOf(sess, p.windowTokens(sess))
+	st.Policy = p
+	return st
 }
 
 // NewID returns a new message id: a ULID, so ids sort by creation time.

@@ -71,8 +71,19 @@ type Session struct {
 	Summaries     int            `json:"summaries"`
 	Compactions   int            `json:"compactions"`
 	LastSeq       uint64         `json:"last_seq"`
-	CreatedAt     time.Time      `json:"created_at"`
-	UpdatedAt     time.Time      `json:"updated_at"`
+	// AssistantTurns counts the assistant messages stored, for pruning.
+	AssistantTurns int `json:"assistant_turns"`
+	// Prunable lists the long tool results in the window, with what each
+	// costs at each prune level: the window's exact cost depends on how many
+	// assistant turns followed them.
+	Prunable map[string]PruneEntry `json:"prunable,omitempty"`
+	// Policy holds the session's own compaction settings.
+	Policy *PolicyOverrides `json:"policy,omitempty"`
+	// FlushTold is Compactions+1 once the agent was told to flush in the
+	// current compaction cycle, so it is told once per cycle.
+	FlushTold int       `json:"flush_told,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // SessionUpdate is a partial change of a session's settings: nil fields keep
@@ -81,6 +92,7 @@ type SessionUpdate struct {
 	ContextWindow *int
 	Encoding      *string
 	Metadata      map[string]any
+	Policy        *PolicyOverrides
 }
 
 // Validate checks the values that are set.
@@ -108,4 +120,5 @@ func (u SessionUpdate) Apply(s *Session) {
 	if u.Metadata != nil {
 		s.Metadata = u.Metadata
 	}
+	s.Policy = s.Policy.Merge(u.Policy)
 }

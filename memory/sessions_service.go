@@ -18,13 +18,16 @@ func (s *Service) PutSession(ctx context.Context, id string, u SessionUpdate) (*
 			return Errorf(ECONFLICT, "encoding: session %q holds messages counted in %s; create a new session to use %s", id, sess.Encoding, *u.Encoding)
 		}
 		u.Apply(sess)
+		if err := s.policy(sess).Validate(); err != nil {
+			return err
+		}
 		sess.UpdatedAt = s.Now().UTC()
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.Budget.StatusOf(sess), nil
+	return s.status(sess), nil
 }
 
 // GetSession returns a session's status.
@@ -36,7 +39,7 @@ func (s *Service) GetSession(ctx context.Context, id string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.Budget.StatusOf(sess), nil
+	return s.status(sess), nil
 }
 
 // Page limits for listings.
@@ -68,7 +71,7 @@ func (s *Service) ListSessions(ctx context.Context, cursor string, limit int) ([
 	}
 	out := make([]*Status, len(sessions))
 	for i, sess := range sessions {
-		out[i] = s.Budget.StatusOf(sess)
+		out[i] = s.status(sess)
 	}
 	return out, next, nil
 }

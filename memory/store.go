@@ -15,6 +15,8 @@ type Store interface {
 	// Sessions lists a tenant's sessions ordered by id, those after the id
 	// `after`, at most limit of them.
 	Sessions(ctx context.Context, tenant, after string, limit int) ([]*Session, error)
+	// Tenants lists every tenant that has a session.
+	Tenants(ctx context.Context) ([]string, error)
 	// UpdateSession creates the session with create() if it is missing, then
 	// calls update on it (which may return an *Error to refuse), and saves it.
 	UpdateSession(ctx context.Context, tenant, id string, create func() *Session, update func(*Session) error) (*Session, error)

@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
+	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 )
@@ -35,6 +37,14 @@ type Config struct {
 	VectorWeight       float64
 	ShutdownTimeout    time.Duration
 	PprofAddr          string
+	SummaryURL         string
+	SummaryModel       string
+	SummaryTimeout     time.Duration
+	ShareSummary       float64
+	ShareRecovered     float64
+	RecoverNext        bool
+	PurgeInterval      time.Duration
+	Policy             memory.Policy
 }
 
 // bindServeFlags declares the flags with their defaults.
@@ -58,6 +68,14 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.Fusion, "fusion", "", "hybrid search fusion: minmax or rrf (default: the index's measured default)")
 	fs.Float64Var(&c.VectorWeight, "vector-weight", 0, "weight of the vector side in hybrid search, 0..1 (0: the index's default)")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); empty: off")
+	fs.StringVar(&c.SummaryURL, "summary-url", "", "OpenAI-compatible chat endpoint for summaries (e.g. http://127.0.0.1:11434/v1); empty: the built-in extractive summarizer. Key from CTXD_SUMMARY_API_KEY or OPENAI_API_KEY")
+	fs.StringVar(&c.SummaryModel, "summary-model", "gpt-4o-mini", "chat model at --summary-url")
+	fs.DurationVar(&c.SummaryTimeout, "summary-timeout", 60*time.Second, "timeout of one summary request")
+	fs.Float64Var(&c.ShareSummary, "share-summary", memory.DefaultShares.Summary, "share of the context budget summaries use first")
+	fs.Float64Var(&c.ShareRecovered, "share-recovered", memory.DefaultShares.Recovered, "share of the context budget recovered cold messages use first")
+	fs.BoolVar(&c.RecoverNext, "recover-next", true, "recover the turn after a recovered one with it")
+	fs.DurationVar(&c.PurgeInterval, "purge-interval", time.Hour, "how often cold chunks past recoverable_for_days are purged")
+	bindPolicyFlags(fs, &c.Policy)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 }
 
@@ -131,6 +149,30 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("fusion: %q is not minmax or rrf", c.Fusion)
 	case c.DataDir == "":
 		return fmt.Errorf("data-dir: must not be empty")
+	case c.ShareSummary < 0 || c.ShareRecovered < 0 || c.ShareSummary+c.ShareRecovered > 1:
+		return fmt.Errorf("share-summary, share-recovered: must be non-negative and sum to at most 1")
 	}
-	return nil
+	return c.Policy.Validate()
+}
+
+// bindPolicyFlags declares one flag per compaction policy field, named after
+// its config key (compaction_trigger_pct -> --compaction-trigger-pct), so
+// the policy is set like everything else: flag, CTXD_ variable or file.
+func bindPolicyFlags(fs *pflag.FlagSet, p *memory.Policy) {
+	*p = memory.DefaultPolicy
+	v := reflect.ValueOf(p).Elem()
+	t := v.Type()
+	for i := range t.NumField() {
+		key := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		name := strings.ReplaceAll(key, "_", "-")
+		usage := "compaction policy: " + key + " (sessions may override it with PUT /v1/sessions/{id})"
+		switch f := v.Field(i).Addr().Interface().(type) {
+		case *float64:
+			fs.Float64Var(f, name, *f, usage)
+		case *int:
+			fs.IntVar(f, name, *f, usage)
+		default:
+			panic(fmt.Sprintf("policy field %s: unsupported type %T", key, f))
+		}
+	}
 }

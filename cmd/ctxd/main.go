@@ -24,5 +24,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCmd())
+	root.AddCommand(newEvalCmd())
 	return root
 }

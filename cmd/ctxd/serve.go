@@ -14,12 +14,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ctxd/ctxd/coldstore"
+	"github.com/ctxd/ctxd/eventlog"
 	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/index/glove"
 	"github.com/ctxd/ctxd/index/openai"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
+	"github.com/ctxd/ctxd/summarize"
 	"github.com/ctxd/ctxd/tokenizer"
 	"github.com/spf13/cobra"
 )
@@ -66,6 +69,7 @@ type Main struct {
 	Store   *boltstore.Store
 	Index   *index.Index
 	Service *memory.Service
+	Events  *eventlog.Log
 	HTTP    *httpapi.Server
 	Addr    net.Addr // where HTTP listens, once Run returned
 
@@ -113,8 +117,22 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if err := tok.Warm(cfg.Encoding); err != nil {
 		return err
 	}
+	if m.Events, err = eventlog.Open(filepath.Join(cfg.DataDir, "logs"), eventlog.Options{}); err != nil {
+		return err
+	}
+	cold, err := coldstore.Open(filepath.Join(cfg.DataDir, "cold"))
+	if err != nil {
+		return err
+	}
+	summ, err := m.openSummarizer(tok, emb)
+	if err != nil {
+		return err
+	}
 	m.Service = &memory.Service{
 		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger,
+		Summarizer: summ, Cold: coldstore.Mirror{Store: cold}, Events: m.Events, Policy: cfg.Policy,
+		Shares:      memory.Shares{Summary: cfg.ShareSummary, Recovered: cfg.ShareRecovered},
+		RecoverNext: cfg.RecoverNext, PurgeInterval: cfg.PurgeInterval,
 		Limits: memory.Limits{
 			MaxMessagesPerCall: cfg.MaxMessagesPerCall, MaxContentBytes: cfg.MaxContentBytes,
 			MaxMetadataKeys: memory.DefaultLimits.MaxMetadataKeys, MaxMetadataBytes: memory.DefaultLimits.MaxMetadataBytes,
@@ -156,6 +174,19 @@ func (m *Main) openEmbedder(ctx context.Context) (memory.Embedder, error) {
 	}
 	return openai.NewEmbedder(ctx, openai.Config{BaseURL: cfg.EmbedURL, Model: cfg.EmbedModel, APIKey: key,
 		Dim: cfg.EmbedDim, BatchSize: cfg.EmbedBatch, Timeout: cfg.EmbedTimeout})
+}
+
+func (m *Main) openSummarizer(tok memory.Tokenizer, emb memory.Embedder) (memory.Summarizer, error) {
+	extractive := summarize.NewExtractive(tok, emb)
+	if m.Config.SummaryURL == "" {
+		return extractive, nil
+	}
+	key := os.Getenv("CTXD_SUMMARY_API_KEY")
+	if key == "" {
+		key = os.Getenv("OPENAI_API_KEY")
+	}
+	return summarize.NewLLM(summarize.LLMConfig{BaseURL: m.Config.SummaryURL, Model: m.Config.SummaryModel,
+		APIKey: key, Timeout: m.Config.SummaryTimeout}, tok, extractive)
 }
 
 func (m *Main) indexOptions() index.Options {
@@ -202,6 +233,9 @@ func (m *Main) Close() error {
 	}
 	if m.Index != nil {
 		errs = append(errs, m.Index.Close())
+	}
+	if m.Events != nil {
+		errs = append(errs, m.Events.Close())
 	}
 	if m.Store != nil {
 		errs = append(errs, m.Store.Close())

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/ctxd/ctxd/memory"
 	bolt "go.etcd.io/bbolt"
@@ -27,16 +28,13 @@ func (s *Store) Append(ctx context.Context, tenant, id string, create func() *me
 		if err != nil {
 			return err
 		}
-		seq := sess.LastSeq
 		for _, m := range msgs {
-			seq++
-			m.Tenant, m.SessionID, m.Seq = tenant, id, seq
-			if err := putMessage(tx, m, true); err != nil {
+			place(sess, m)
+			if err := putMessage(tx, m, nil); err != nil {
 				return err
 			}
 			account(sess, m, +1)
 		}
-		sess.LastSeq = seq
 		if n := len(msgs); n > 0 && msgs[n-1].CreatedAt.After(sess.UpdatedAt) {
 			sess.UpdatedAt = msgs[n-1].CreatedAt
 		}
@@ -48,13 +46,22 @@ func (s *Store) Append(ctx context.Context, tenant, id string, create func() *me
 	return sess, nil
 }
 
-// putMessage writes a message record, its id entry and vector, and logs the
-// change. isNew refuses an id that exists already.
-func putMessage(tx *bolt.Tx, m *memory.Message, isNew bool) error {
-	ids := tx.Bucket(bucketIDs)
+// putMessage writes a message record, its id, state entry and vector, and
+// logs the change. old is the stored version (nil for a new message, whose
+// id must not exist yet).
+func putMessage(tx *bolt.Tx, m, old *memory.Message) error {
+	ids, states := tx.Bucket(bucketIDs), tx.Bucket(bucketStates)
 	key := messageKey(m.Tenant, m.SessionID, m.Seq)
-	if isNew && ids.Get([]byte(m.ID)) != nil {
+	if old == nil && ids.Get([]byte(m.ID)) != nil {
 		return memory.Errorf(memory.ECONFLICT, "message id %s exists already", m.ID)
+	}
+	if old != nil {
+		if err := states.Delete(stateKey(old)); err != nil {
+			return fmt.Errorf("delete state entry %s: %w", m.ID, err)
+		}
+	}
+	if err := states.Put(stateKey(m), nil); err != nil {
+		return fmt.Errorf("put state entry %s: %w", m.ID, err)
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -81,24 +88,64 @@ func (s *Store) Messages(ctx context.Context, tenant, sessionID string, q memory
 		if _, err := getSession(tx, tenant, sessionID); err != nil {
 			return err
 		}
+		var err error
+		out, err = listMessages(tx, tenant, sessionID, q, false)
+		return err
+	})
+	return out, err
+}
+
+// listMessages scans a session in seq order. With a state filter it walks
+// the state index and reads only the matching records.
+func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, withVectors bool) ([]*memory.Message, error) {
+	msgs, vecs := tx.Bucket(bucketMessages), tx.Bucket(bucketVectors)
+	var out []*memory.Message
+	add := func(v []byte) (bool, error) {
+		m, err := decodeMessage(v)
+		if err != nil {
+			return false, err
+		}
+		if withVectors {
+			if vb := vecs.Get([]byte(m.ID)); vb != nil {
+				m.Vector = decodeVector(vb)
+			}
+		}
+		out = append(out, m)
+		return q.Limit > 0 && len(out) == q.Limit, nil
+	}
+	if len(q.States) == 0 {
 		prefix := messagePrefix(tenant, sessionID)
-		c := tx.Bucket(bucketMessages).Cursor()
+		c := msgs.Cursor()
 		for k, v := c.Seek(messageKey(tenant, sessionID, q.AfterSeq+1)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			m, err := decodeMessage(v)
-			if err != nil {
-				return err
+			if done, err := add(v); err != nil || done {
+				return out, err
 			}
-			if !q.Matches(m) {
-				continue
-			}
-			out = append(out, m)
-			if q.Limit > 0 && len(out) == q.Limit {
+		}
+		return out, nil
+	}
+	var seqs []uint64
+	for _, st := range q.States {
+		prefix := append(messagePrefix(tenant, sessionID), stateByte(st))
+		c := tx.Bucket(bucketStates).Cursor()
+		n := 0
+		for k, _ := c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(prefix), q.AfterSeq+1)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			seqs = append(seqs, binary.BigEndian.Uint64(k[len(prefix):]))
+			if n++; q.Limit > 0 && n == q.Limit {
 				break
 			}
 		}
-		return nil
-	})
-	return out, err
+	}
+	slices.Sort(seqs)
+	for _, seq := range seqs {
+		v := msgs.Get(messageKey(tenant, sessionID, seq))
+		if v == nil {
+			return nil, fmt.Errorf("state index names missing message %s/%d", sessionID, seq)
+		}
+		if done, err := add(v); err != nil || done {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // MessagesByID returns the tenant's messages with these ids, skipping

@@ -105,9 +105,46 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 				return fmt.Errorf("delete message: %w", err)
 			}
 		}
+		if err := deletePrefix(tx.Bucket(bucketStates), prefix); err != nil {
+			return fmt.Errorf("delete state entries: %w", err)
+		}
 		if err := tx.Bucket(bucketSessions).Delete(sessionKey(tenant, id)); err != nil {
 			return fmt.Errorf("delete session %s: %w", id, err)
 		}
 		return logChange(tx, memory.Change{Op: memory.ChangeDeleteSession, Tenant: tenant, SessionID: id})
 	})
+}
+
+// Tenants lists the tenants that have sessions, skipping over each tenant's
+// sessions with one seek.
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	var out []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketSessions).Cursor()
+		for k, _ := c.First(); k != nil; {
+			i := bytes.IndexByte(k, 0)
+			if i < 0 {
+				return fmt.Errorf("session key %q has no tenant", k)
+			}
+			tenant := string(k[:i])
+			out = append(out, tenant)
+			k, _ = c.Seek(append([]byte(tenant), 1))
+		}
+		return nil
+	})
+	return out, err
+}
+
+func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+	var keys [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@
 //	messages  tenant \x00 session \x00 seq   -> JSON memory.Message (no vector)
 //	ids       message id                     -> its key in messages
 //	vectors   message id                     -> float32 little-endian
+//	states    tenant \x00 session \x00 state seq -> nothing (messages by state)
 //	changes   store seq                      -> JSON memory.Change
 //	meta      name                           -> value
 package boltstore
@@ -33,7 +34,8 @@ var (
 	bucketVectors  = []byte("vectors")
 	bucketChanges  = []byte("changes")
 	bucketMeta     = []byte("meta")
-	allBuckets     = [][]byte{bucketSessions, bucketMessages, bucketIDs, bucketVectors, bucketChanges, bucketMeta}
+	bucketStates   = []byte("states")
+	allBuckets     = [][]byte{bucketSessions, bucketMessages, bucketIDs, bucketVectors, bucketChanges, bucketMeta, bucketStates}
 )
 
 // DefaultLockTimeout is how long Open waits for another process's file lock.
@@ -120,6 +122,22 @@ func messagePrefix(tenant, id string) []byte { return append(sessionKey(tenant, 
 
 func messageKey(tenant, id string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(messagePrefix(tenant, id), seq)
+}
+
+// stateKey indexes a message by state, so a session's window or cold chunks
+// are found without decoding every message of the session.
+func stateKey(m *memory.Message) []byte {
+	k := append(messagePrefix(m.Tenant, m.SessionID), stateByte(m.State))
+	return binary.BigEndian.AppendUint64(k, m.Seq)
+}
+
+func stateByte(s memory.State) byte {
+	for i, st := range memory.States {
+		if st == s {
+			return byte('a' + i)
+		}
+	}
+	return 'z'
 }
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

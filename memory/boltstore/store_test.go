@@ -222,3 +222,64 @@ func BenchmarkAppend100(b *testing.B) {
 		}
 	}
 }
+
+func TestUpdateMovesStatesAndCounters(t *testing.T) {
+	ctx := context.Background()
+	s := mustOpen(t, filepath.Join(t.TempDir(), "ctxd.db"))
+	if _, err := s.Append(ctx, "t", "s", newSession("t", "s"), msgs("a", 10)); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.Update(ctx, "t", "s", func(tx memory.SessionTx) error {
+		for _, id := range []string{"a-002", "a-005", "a-007"} {
+			m, err := tx.Message(id)
+			if err != nil {
+				return err
+			}
+			m.State = memory.StateDropped
+			if err := tx.Put(m); err != nil {
+				return err
+			}
+		}
+		return tx.Append(&memory.Message{ID: "sum-1", Role: memory.RoleAssistant, Content: "summary", Kind: memory.KindSummary,
+			State: memory.StateActive, Tokens: 4, Sources: []string{"a-002"}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.Counts.Active != 8 || sess.Counts.Dropped != 3 || sess.Tokens != 74 || sess.Summaries != 1 || sess.LastSeq != 11 {
+		t.Fatalf("session after update = %+v", sess)
+	}
+	dropped, _ := s.Messages(ctx, "t", "s", memory.MessageQuery{States: []memory.State{memory.StateDropped}})
+	if fmt.Sprint(idsOf(dropped)) != "[a-002 a-005 a-007]" {
+		t.Fatalf("dropped = %v", idsOf(dropped))
+	}
+	page, _ := s.Messages(ctx, "t", "s", memory.MessageQuery{States: []memory.State{memory.StateDropped, memory.StateActive}, AfterSeq: 3, Limit: 3})
+	if fmt.Sprint(idsOf(page)) != "[a-003 a-004 a-005]" {
+		t.Fatalf("mixed-state page = %v", idsOf(page))
+	}
+	// An error inside Update rolls everything back.
+	_, err = s.Update(ctx, "t", "s", func(tx memory.SessionTx) error {
+		m, _ := tx.Message("a-000")
+		m.State = memory.StateDropped
+		tx.Put(m)
+		return memory.Errorf(memory.ECONFLICT, "changed my mind")
+	})
+	if memory.ErrorCode(err) != memory.ECONFLICT {
+		t.Fatal(err)
+	}
+	after, _ := s.Session(ctx, "t", "s")
+	if after.Counts.Dropped != 3 {
+		t.Fatalf("a rolled-back update changed counts: %+v", after.Counts)
+	}
+	if err := s.DeleteSession(ctx, "t", "s"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func idsOf(ms []*memory.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
+}

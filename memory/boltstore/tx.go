@@ -54,27 +54,7 @@ func (t *sessionTx) Message(id string) (*memory.Message, error) {
 }
 
 func (t *sessionTx) Messages(q memory.MessageQuery) ([]*memory.Message, error) {
-	var out []*memory.Message
-	prefix := messagePrefix(t.sess.Tenant, t.sess.ID)
-	c := t.tx.Bucket(bucketMessages).Cursor()
-	vecs := t.tx.Bucket(bucketVectors)
-	for k, v := c.Seek(messageKey(t.sess.Tenant, t.sess.ID, q.AfterSeq+1)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		m, err := decodeMessage(v)
-		if err != nil {
-			return nil, err
-		}
-		if !q.Matches(m) {
-			continue
-		}
-		if vb := vecs.Get([]byte(m.ID)); vb != nil {
-			m.Vector = decodeVector(vb)
-		}
-		out = append(out, m)
-		if q.Limit > 0 && len(out) == q.Limit {
-			break
-		}
-	}
-	return out, nil
+	return listMessages(t.tx, t.sess.Tenant, t.sess.ID, q, true)
 }
 
 // Put saves a changed message and moves the session's counters from the old
@@ -90,14 +70,23 @@ func (t *sessionTx) Put(m *memory.Message) error {
 	}
 	account(t.sess, old, -1)
 	account(t.sess, m, +1)
-	return putMessage(t.tx, m, false)
+	return putMessage(t.tx, m, old)
 }
 
 func (t *sessionTx) Append(m *memory.Message) error {
-	t.sess.LastSeq++
-	m.Tenant, m.SessionID, m.Seq = t.sess.Tenant, t.sess.ID, t.sess.LastSeq
+	place(t.sess, m)
 	account(t.sess, m, +1)
-	return putMessage(t.tx, m, true)
+	return putMessage(t.tx, m, nil)
+}
+
+// place gives a new message its seq and assistant turn.
+func place(sess *memory.Session, m *memory.Message) {
+	sess.LastSeq++
+	m.Tenant, m.SessionID, m.Seq = sess.Tenant, sess.ID, sess.LastSeq
+	m.Turn = sess.AssistantTurns
+	if m.Role == memory.RoleAssistant {
+		sess.AssistantTurns++
+	}
 }
 
 func (t *sessionTx) Delete(id string) error {
@@ -107,6 +96,9 @@ func (t *sessionTx) Delete(id string) error {
 	}
 	account(t.sess, m, -1)
 	if err := t.tx.Bucket(bucketMessages).Delete(messageKey(m.Tenant, m.SessionID, m.Seq)); err != nil {
+		return err
+	}
+	if err := t.tx.Bucket(bucketStates).Delete(stateKey(m)); err != nil {
 		return err
 	}
 	if err := t.tx.Bucket(bucketIDs).Delete([]byte(id)); err != nil {
@@ -127,5 +119,16 @@ func account(sess *memory.Session, m *memory.Message, sign int) {
 	}
 	if m.IsSummary() {
 		sess.Summaries += sign
+	}
+	if m.Prune == nil {
+		return
+	}
+	if sign < 0 {
+		delete(sess.Prunable, m.ID)
+	} else if m.InWindow() {
+		if sess.Prunable == nil {
+			sess.Prunable = map[string]memory.PruneEntry{}
+		}
+		sess.Prunable[m.ID] = memory.PruneEntry{Turn: m.Turn, Full: m.Tokens, Trimmed: m.Prune.Trimmed, Cleared: m.Prune.Cleared}
 	}
 }

@@ -1,0 +1,885 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// evalOptions is what `ctxd eval` is told.
+type evalOptions struct {
+	Turns           string
+	Questions       string
+	Out             string
+	Ks              []int
+	Server          string // empty: an in-process server on loopback
+	Mode            string
+	SkipAdversarial bool
+}
+
+const (
+	evalBatch         = 100 // turns per POST
+	evalMaxK          = 100 // the API's largest k
+	evalSessionPrefix = "eval-"
+)
+
+func newEvalCmd() *cobra.Command {
+	var o evalOptions
+	var ks string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "eval --turns turns.jsonl --questions questions.jsonl --out results.jsonl",
+		Short: "Measure evidence retrieval on a long-conversation benchmark (e.g. LoCoMo)",
+		Long: "Store each conversation of --turns as one session (eval-<conv_id>, replaced if it exists), ask every\n" +
+			"question of --questions through POST /v1/search, write the ranked turn ids to --out in the format\n" +
+			"bench/score.py reads, and print recall@k, all@k and hit@k per category with score.py's definitions,\n" +
+			"plus ingest rate and search latency. Without --server it runs a throwaway server with the default\n" +
+			"settings in a temporary data dir; to measure other settings, run `ctxd serve` with them and pass --server.",
+		Example: "  ctxd eval --turns bench/locomo-dev/turns.jsonl --questions bench/locomo-dev/questions.jsonl \\\n" +
+			"    --out /tmp/results.jsonl -k 5,10,20 --mode hybrid",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Ks, err = parseKs(ks); err != nil {
+				return err
+			}
+			switch o.Mode {
+			case "hybrid", "text", "vector":
+			default:
+				return fmt.Errorf("--mode: %q is not hybrid, text or vector", o.Mode)
+			}
+			// Cancel on ^C so the temporary data dir is still removed.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := runEval(ctx, o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return rep.writeJSON(cmd.OutOrStdout())
+			}
+			return rep.writeText(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Turns, "turns", "", "turns.jsonl: conv_id, session_ts, turn_id, speaker, text, one turn a line")
+	f.StringVar(&o.Questions, "questions", "", "questions.jsonl: qid, conv_id, question, category(_name), adversarial, evidence")
+	f.StringVar(&o.Out, "out", "", "where to write the ranked turn ids, one {\"qid\", \"retrieved\"} line per question")
+	f.StringVarP(&ks, "k", "k", "5,10,20", "cut-offs to score, comma-separated; the search asks for the largest (at most 100)")
+	f.StringVar(&o.Server, "server", "", "base URL of a running ctxd (e.g. http://127.0.0.1:8080); empty: start one in-process")
+	f.StringVar(&o.Mode, "mode", "hybrid", "search mode: hybrid, text or vector")
+	f.BoolVar(&asJSON, "json", false, "print the numbers as JSON instead of tables")
+	f.BoolVar(&o.SkipAdversarial, "skip-adversarial", true, "skip adversarial (unanswerable) questions, as score.py does by default")
+	for _, name := range []string{"turns", "questions", "out"} {
+		if err := cmd.MarkFlagRequired(name); err != nil {
+			panic(err) // only if the flag above is misnamed
+		}
+	}
+	return cmd
+}
+
+func parseKs(s string) ([]int, error) {
+	var ks []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, err := strconv.Atoi(part)
+		if err != nil || k < 1 || k > evalMaxK {
+			return nil, fmt.Errorf("-k: %q is not a whole number in 1..%d", part, evalMaxK)
+		}
+		ks = append(ks, k)
+	}
+	if len(ks) == 0 {
+		return nil, fmt.Errorf("-k: no cut-off in %q", s)
+	}
+	return ks, nil
+}
+
+// evalTurn is one line of turns.jsonl; fields the eval does not use are not decoded.
+type evalTurn struct {
+	ConvID          string `json:"conv_id"`
+	SessionDateTime string `json:"session_date_time"`
+	SessionTS       string `json:"session_ts"`
+	TurnID          string `json:"turn_id"`
+	Speaker         string `json:"speaker"`
+	Text            string `json:"text"`
+}
+
+// evalQuestion is one line of questions.jsonl. Category and Adversarial stay
+// loosely typed because score.py treats them with Python's truthiness and
+// str(), and converters differ in what they write there.
+type evalQuestion struct {
+	QID          json.RawMessage `json:"qid"`
+	ConvID       string          `json:"conv_id"`
+	Question     string          `json:"question"`
+	Category     any             `json:"category"`
+	CategoryName string          `json:"category_name"`
+	Adversarial  any             `json:"adversarial"`
+	Evidence     []string        `json:"evidence"`
+}
+
+// categoryKey is score.py's `q.get("category_name") or str(q.get("category"))`.
+func (q *evalQuestion) categoryKey() string {
+	if q.CategoryName != "" {
+		return q.CategoryName
+	}
+	switch v := q.Category.(type) {
+	case nil:
+		return "None"
+	case json.Number:
+		return v.String()
+	case string:
+		return v
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// adversarial is score.py's `q.get("adversarial") or q.get("category") == 5`.
+func (q *evalQuestion) adversarial() bool {
+	if truthy(q.Adversarial) {
+		return true
+	}
+	n, ok := q.Category.(json.Number)
+	if !ok {
+		return false
+	}
+	f, err := n.Float64()
+	return err == nil && f == 5
+}
+
+func truthy(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case json.Number:
+		f, err := v.Float64()
+		return err != nil || f != 0
+	case string:
+		return v != ""
+	case []any:
+		return len(v) > 0
+	case map[string]any:
+		return len(v) > 0
+	}
+	return true
+}
+
+// evalConv is one conversation, its turns in file order.
+type evalConv struct {
+	ID        string
+	SessionID string
+	Turns     []evalTurn
+	turnIDs   map[string]bool
+}
+
+func readJSONL(path string, each func(line int, dec *json.Decoder) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	for ln := 1; sc.Scan(); ln++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.UseNumber()
+		if err := each(ln, dec); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, ln, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+// loadTurns groups turns by conversation, keeping the order of first appearance.
+func loadTurns(path string) ([]*evalConv, error) {
+	var convs []*evalConv
+	byID := map[string]*evalConv{}
+	bySession := map[string]string{}
+	err := readJSONL(path, func(_ int, dec *json.Decoder) error {
+		var t evalTurn
+		if err := dec.Decode(&t); err != nil {
+			return fmt.Errorf("bad turn: %w", err)
+		}
+		if t.TurnID == "" {
+			return errors.New("turn without turn_id: results could not name it")
+		}
+		c := byID[t.ConvID]
+		if c == nil {
+			sid := evalSessionID(t.ConvID)
+			if other, ok := bySession[sid]; ok {
+				return fmt.Errorf("conversations %q and %q both map to session %q", other, t.ConvID, sid)
+			}
+			bySession[sid] = t.ConvID
+			c = &evalConv{ID: t.ConvID, SessionID: sid, turnIDs: map[string]bool{}}
+			byID[t.ConvID] = c
+			convs = append(convs, c)
+		}
+		if c.turnIDs[t.TurnID] {
+			return fmt.Errorf("turn_id %q repeats in conversation %q: a result could not say which turn it is", t.TurnID, t.ConvID)
+		}
+		c.turnIDs[t.TurnID] = true
+		c.Turns = append(c.Turns, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load turns: %w", err)
+	}
+	if len(convs) == 0 {
+		return nil, fmt.Errorf("load turns: %s has no turns", path)
+	}
+	return convs, nil
+}
+
+func loadQuestions(path string) ([]evalQuestion, error) {
+	var qs []evalQuestion
+	err := readJSONL(path, func(_ int, dec *json.Decoder) error {
+		var q evalQuestion
+		if err := dec.Decode(&q); err != nil {
+			return fmt.Errorf("bad question: %w", err)
+		}
+		if len(q.QID) == 0 || string(q.QID) == "null" {
+			return errors.New("question without qid")
+		}
+		qs = append(qs, q)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load questions: %w", err)
+	}
+	return qs, nil
+}
+
+// evalSessionID maps a conversation id onto the API's session id alphabet.
+func evalSessionID(conv string) string {
+	var b strings.Builder
+	b.WriteString(evalSessionPrefix)
+	for _, r := range conv {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("._:-", r):
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 128 {
+		s = s[:128]
+	}
+	return s
+}
+
+// evalCreatedAt turns a turn's session time into RFC 3339. LoCoMo's
+// session_ts is a local time without zone ("2023-05-08T13:56:00"); it is
+// taken as UTC so that every run stores the same instant.
+func evalCreatedAt(t evalTurn) (string, error) {
+	if ts := strings.TrimSpace(t.SessionTS); ts != "" {
+		for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04",
+			"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"} {
+			if tm, err := time.Parse(layout, ts); err == nil {
+				return tm.Format(time.RFC3339), nil
+			}
+		}
+		return "", fmt.Errorf("session_ts %q of turn %s is not an ISO 8601 time", ts, t.TurnID)
+	}
+	if dt := strings.TrimSpace(t.SessionDateTime); dt != "" {
+		// LoCoMo's human form, "1:56 pm on 8 May, 2023".
+		for _, layout := range []string{"3:04 pm on 2 January, 2006", "3:04 PM on 2 January, 2006"} {
+			if tm, err := time.Parse(layout, dt); err == nil {
+				return tm.Format(time.RFC3339), nil
+			}
+		}
+		return "", fmt.Errorf("session_date_time %q of turn %s is not like \"1:56 pm on 8 May, 2023\"", dt, t.TurnID)
+	}
+	return "", nil // no time: the server stamps it
+}
+
+// evalReport is what one run measured.
+type evalReport struct {
+	Options       evalOptions
+	ServerDesc    string
+	Conversations int
+	Turns         int
+	SkippedEmpty  int
+	Compactions   int
+	IngestTime    time.Duration
+	Latencies     []time.Duration
+	Scores        *evalScores
+}
+
+// runEval ingests the conversations, asks the questions, writes the results
+// file and scores it.
+func runEval(ctx context.Context, o evalOptions) (_ *evalReport, err error) {
+	if o.Mode == "" {
+		o.Mode = "hybrid"
+	}
+	if len(o.Ks) == 0 {
+		o.Ks = []int{5, 10, 20}
+	}
+	convs, err := loadTurns(o.Turns)
+	if err != nil {
+		return nil, err
+	}
+	questions, err := loadQuestions(o.Questions)
+	if err != nil {
+		return nil, err
+	}
+	byConv := map[string]*evalConv{}
+	for _, c := range convs {
+		byConv[c.ID] = c
+	}
+	asked := make([]bool, len(questions))
+	for i := range questions {
+		q := &questions[i]
+		if o.SkipAdversarial && q.adversarial() {
+			continue
+		}
+		if byConv[q.ConvID] == nil {
+			return nil, fmt.Errorf("question %s: conversation %q has no turns in %s", q.QID, q.ConvID, o.Turns)
+		}
+		if strings.TrimSpace(q.Question) == "" {
+			return nil, fmt.Errorf("question %s: empty question text", q.QID)
+		}
+		asked[i] = true
+	}
+
+	// Opened before the slow part, so a bad path fails at once.
+	out, err := os.Create(o.Out)
+	if err != nil {
+		return nil, fmt.Errorf("create results file: %w", err)
+	}
+	defer out.Close()
+
+	rep := &evalReport{Options: o, Conversations: len(convs)}
+	base := strings.TrimRight(o.Server, "/")
+	if base == "" {
+		srv, serr := startEvalServer(ctx)
+		if serr != nil {
+			return nil, serr
+		}
+		defer func() {
+			if cerr := srv.stop(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		base, rep.ServerDesc = srv.url, "in-process (default settings, temporary data dir)"
+	} else {
+		u, perr := url.Parse(base)
+		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--server: %q is not an http(s) URL", o.Server)
+		}
+		rep.ServerDesc = base
+	}
+	cl := &evalClient{base: base, http: &http.Client{Timeout: 5 * time.Minute}}
+	if err := cl.do(ctx, "GET", "/readyz", nil, nil); err != nil {
+		return nil, fmt.Errorf("server at %s is not ready: %w", base, err)
+	}
+
+	for _, c := range convs {
+		if err := rep.ingest(ctx, cl, c); err != nil {
+			return nil, err
+		}
+	}
+
+	ranked := make([][]string, len(questions))
+	w := bufio.NewWriter(out)
+	maxK := slices.Max(o.Ks)
+	for i := range questions {
+		if !asked[i] {
+			continue
+		}
+		q := &questions[i]
+		ids, took, err := searchTurns(ctx, cl, byConv[q.ConvID].SessionID, q.Question, maxK, o.Mode)
+		if err != nil {
+			return nil, fmt.Errorf("question %s: %w", q.QID, err)
+		}
+		rep.Latencies = append(rep.Latencies, took)
+		ranked[i] = ids
+		line, err := json.Marshal(struct {
+			QID       json.RawMessage `json:"qid"`
+			Retrieved []string        `json:"retrieved"`
+		}{q.QID, ids})
+		if err != nil {
+			return nil, fmt.Errorf("question %s: encode result: %w", q.QID, err)
+		}
+		w.Write(line)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		return nil, fmt.Errorf("write %s: %w", o.Out, err)
+	}
+	if err := out.Close(); err != nil {
+		return nil, fmt.Errorf("write %s: %w", o.Out, err)
+	}
+	rep.Scores = scoreEval(questions, ranked, asked, o.Ks, !o.SkipAdversarial)
+	return rep, nil
+}
+
+// ingest replaces the conversation's session with its turns.
+func (rep *evalReport) ingest(ctx context.Context, cl *evalClient, c *evalConv) error {
+	path := "/v1/sessions/" + c.SessionID
+	// A rerun against the same --server must not store every turn twice.
+	if err := cl.do(ctx, "DELETE", path, nil, nil, http.StatusNotFound); err != nil {
+		return fmt.Errorf("conversation %s: clear session: %w", c.ID, err)
+	}
+	if err := cl.do(ctx, "PUT", path, map[string]any{}, nil); err != nil {
+		return fmt.Errorf("conversation %s: create session: %w", c.ID, err)
+	}
+	type message struct {
+		Role      string         `json:"role"`
+		Content   string         `json:"content"`
+		Name      string         `json:"name,omitempty"`
+		Metadata  map[string]any `json:"metadata"`
+		CreatedAt string         `json:"created_at,omitempty"`
+	}
+	var msgs []message
+	var first string
+	for _, t := range c.Turns {
+		if strings.TrimSpace(t.Text) == "" {
+			rep.SkippedEmpty++ // the API refuses empty content
+			continue
+		}
+		created, err := evalCreatedAt(t)
+		if err != nil {
+			return fmt.Errorf("conversation %s: %w", c.ID, err)
+		}
+		if first == "" {
+			first = t.Speaker
+		}
+		role := "assistant"
+		if t.Speaker == first {
+			role = "user"
+		}
+		msgs = append(msgs, message{Role: role, Content: t.Text, Name: t.Speaker,
+			Metadata: map[string]any{"turn_id": t.TurnID}, CreatedAt: created})
+	}
+	for start := 0; start < len(msgs); start += evalBatch {
+		batch := msgs[start:min(start+evalBatch, len(msgs))]
+		var ans struct {
+			IDs        []string        `json:"ids"`
+			Compaction json.RawMessage `json:"compaction"`
+		}
+		t0 := time.Now()
+		if err := cl.do(ctx, "POST", path+"/messages", map[string]any{"messages": batch}, &ans); err != nil {
+			return fmt.Errorf("conversation %s: store turns %d..%d: %w", c.ID, start, start+len(batch)-1, err)
+		}
+		rep.IngestTime += time.Since(t0)
+		if len(ans.IDs) != len(batch) {
+			return fmt.Errorf("conversation %s: stored %d turns, server answered %d ids", c.ID, len(batch), len(ans.IDs))
+		}
+		if len(ans.Compaction) > 0 && string(ans.Compaction) != "null" {
+			rep.Compactions++
+		}
+		rep.Turns += len(batch)
+	}
+	return nil
+}
+
+// searchTurns asks one question and maps the hits to turn ids, best first,
+// each once.
+func searchTurns(ctx context.Context, cl *evalClient, session, question string, k int, mode string) ([]string, time.Duration, error) {
+	var ans struct {
+		Results []struct {
+			SessionID string         `json:"session_id"`
+			Metadata  map[string]any `json:"metadata"`
+		} `json:"results"`
+	}
+	t0 := time.Now()
+	err := cl.do(ctx, "POST", "/v1/search",
+		map[string]any{"query": question, "session_id": session, "k": k, "mode": mode}, &ans)
+	took := time.Since(t0)
+	if err != nil {
+		return nil, took, fmt.Errorf("search: %w", err)
+	}
+	ids := []string{} // never null in the results file
+	seen := map[string]bool{}
+	for _, r := range ans.Results {
+		// Summaries carry no turn id; they cannot be scored at turn level.
+		var id string
+		switch v := r.Metadata["turn_id"].(type) {
+		case string:
+			id = v
+		case nil:
+			continue
+		default:
+			id = fmt.Sprint(v)
+		}
+		if r.SessionID != session || seen[id] {
+			continue
+		}
+		seen[id] = true
+		ids = append(ids, id)
+	}
+	return ids, took, nil
+}
+
+// evalServer is a throwaway in-process ctxd.
+type evalServer struct {
+	url  string
+	main *Main
+	dir  string
+}
+
+func startEvalServer(ctx context.Context) (*evalServer, error) {
+	dir, err := os.MkdirTemp("", "ctxd-eval-")
+	if err != nil {
+		return nil, fmt.Errorf("eval server: temporary data dir: %w", err)
+	}
+	var cfg Config
+	bindServeFlags(pflag.NewFlagSet("eval", pflag.ContinueOnError), &cfg)
+	cfg.DataDir = dir
+	cfg.LogLevel = "warn"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("eval server: listen: %w", err)
+	}
+	m := NewMain(cfg)
+	if err := m.Run(ctx, ln); err != nil {
+		ln.Close() // Run serves on ln only once it succeeded
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("eval server: start: %w", err)
+	}
+	return &evalServer{url: "http://" + m.Addr.String(), main: m, dir: dir}, nil
+}
+
+func (s *evalServer) stop() error {
+	err := s.main.Close()
+	if rerr := os.RemoveAll(s.dir); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("remove %s: %w", s.dir, rerr))
+	}
+	if err != nil {
+		return fmt.Errorf("eval server: stop: %w", err)
+	}
+	return nil
+}
+
+// evalClient speaks the HTTP API.
+type evalClient struct {
+	base string
+	http *http.Client
+}
+
+// do sends in as JSON and decodes a 2xx answer into out. Status codes in ok
+// count as success too; 429 and 503 are retried with backoff, as the API
+// means them to be.
+func (c *evalClient) do(ctx context.Context, method, path string, in, out any, ok ...int) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("%s %s: encode: %w", method, path, err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		if in != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := c.http.Do(req)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		raw, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+		}
+		switch {
+		case res.StatusCode/100 == 2:
+			if out != nil && len(raw) > 0 {
+				if err := json.Unmarshal(raw, out); err != nil {
+					return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+				}
+			}
+			return nil
+		case slices.Contains(ok, res.StatusCode):
+			return nil
+		case (res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable) && attempt < 5:
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+			}
+			continue
+		}
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
+			return fmt.Errorf("%s %s: %d %s: %s", method, path, res.StatusCode, e.Error.Code, e.Error.Message)
+		}
+		return fmt.Errorf("%s %s: %d: %.200s", method, path, res.StatusCode, raw)
+	}
+}
+
+// evalScores are score.py's sums and counts. sums[cat][metric][k index].
+type evalScores struct {
+	Ks                 []int
+	Cats               []string // report order, OVERALL last
+	Counts             map[string]int
+	Sums               map[string]*[3][]float64
+	SkippedAdversarial int
+	SkippedNoEvidence  int
+	Missing            int
+}
+
+var evalMetrics = [3]string{"recall", "all", "hit"}
+
+// scoreEval mirrors score.py at turn level, addition for addition, so that
+// the rounded numbers come out identical. ranked[i] belongs to questions[i];
+// has[i] says whether it was asked (score.py's "missing" otherwise).
+func scoreEval(questions []evalQuestion, ranked [][]string, has []bool, ks []int, includeAdversarial bool) *evalScores {
+	s := &evalScores{Ks: ks, Counts: map[string]int{}, Sums: map[string]*[3][]float64{}}
+	for i := range questions {
+		q := &questions[i]
+		cat := q.categoryKey()
+		if q.adversarial() && !includeAdversarial {
+			s.SkippedAdversarial++
+			continue
+		}
+		gold := map[string]bool{}
+		for _, e := range q.Evidence {
+			gold[e] = true
+		}
+		if len(gold) == 0 {
+			s.SkippedNoEvidence++
+			continue
+		}
+		if !has[i] {
+			s.Missing++
+		}
+		var list []string
+		seen := map[string]bool{}
+		for _, t := range ranked[i] {
+			t = strings.TrimPrefix(t, q.ConvID+"/")
+			if !seen[t] {
+				seen[t] = true
+				list = append(list, t)
+			}
+		}
+		for _, c := range []string{cat, "OVERALL"} {
+			s.Counts[c]++
+			sums := s.Sums[c]
+			if sums == nil {
+				sums = &[3][]float64{make([]float64, len(ks)), make([]float64, len(ks)), make([]float64, len(ks))}
+				s.Sums[c] = sums
+			}
+			for j, k := range ks {
+				inter := 0
+				for _, t := range list[:min(k, len(list))] {
+					if gold[t] {
+						inter++
+					}
+				}
+				sums[0][j] += float64(inter) / float64(len(gold))
+				if inter == len(gold) {
+					sums[1][j] += 1.0
+				}
+				if inter > 0 {
+					sums[2][j] += 1.0
+				}
+			}
+		}
+	}
+	preferred := []string{"single-hop", "multi-hop", "temporal", "open-domain", "adversarial",
+		"single-session-user", "single-session-assistant", "single-session-preference",
+		"multi-session", "temporal-reasoning", "knowledge-update"}
+	var rest []string
+	for c := range s.Counts {
+		if c != "OVERALL" && !slices.Contains(preferred, c) {
+			rest = append(rest, c)
+		}
+	}
+	sort.Strings(rest)
+	for _, c := range preferred {
+		if s.Counts[c] > 0 {
+			s.Cats = append(s.Cats, c)
+		}
+	}
+	s.Cats = append(append(s.Cats, rest...), "OVERALL")
+	return s
+}
+
+// pct is score.py's round(100.0 * v / n, 2) as text. Both Python's round
+// and strconv round the exact binary value half-to-even, so the digits match.
+func (s *evalScores) pct(cat string, metric, kIdx int) string {
+	n := s.Counts[cat]
+	if n == 0 {
+		return "0.00"
+	}
+	return strconv.FormatFloat(100.0*s.Sums[cat][metric][kIdx]/float64(n), 'f', 2, 64)
+}
+
+// writeTables prints score.py's output, byte for byte.
+func (s *evalScores) writeTables(w io.Writer, questionsPath, resultsPath string) {
+	fmt.Fprintf(w, "# turn-level evidence retrieval  (questions=%s results=%s)\n", questionsPath, resultsPath)
+	fmt.Fprintf(w, "# scored=%d skipped_adversarial=%d skipped_no_evidence=%d missing_results=%d\n",
+		s.Counts["OVERALL"], s.SkippedAdversarial, s.SkippedNoEvidence, s.Missing)
+	for m, metric := range evalMetrics {
+		header := fmt.Sprintf("%-26s %5s ", metric+"@k (%)", "n")
+		for i, k := range s.Ks {
+			if i > 0 {
+				header += " "
+			}
+			header += fmt.Sprintf("%7s", "@"+strconv.Itoa(k))
+		}
+		fmt.Fprintf(w, "\n%s\n%s\n", header, strings.Repeat("-", len(header)))
+		for _, c := range s.Cats {
+			fmt.Fprintf(w, "%-26s %5d ", c, s.Counts[c])
+			for i := range s.Ks {
+				if i > 0 {
+					fmt.Fprint(w, " ")
+				}
+				fmt.Fprintf(w, "%7s", s.pct(c, m, i))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// percentile is the nearest-rank percentile of the latencies.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
+
+func (rep *evalReport) ingestRate() float64 {
+	if rep.IngestTime <= 0 {
+		return 0
+	}
+	return math.Round(float64(rep.Turns)/rep.IngestTime.Seconds()*10) / 10
+}
+
+func (rep *evalReport) writeText(w io.Writer) error {
+	o := rep.Options
+	rep.Scores.writeTables(w, o.Questions, o.Out)
+	fmt.Fprintf(w, "\n# ctxd eval: mode=%s server=%s\n", o.Mode, rep.ServerDesc)
+	fmt.Fprintf(w, "# ingest: %d conversations, %d turns in %.2fs = %.1f turns/s", rep.Conversations, rep.Turns,
+		rep.IngestTime.Seconds(), rep.ingestRate())
+	if rep.SkippedEmpty > 0 {
+		fmt.Fprintf(w, ", %d empty turns skipped", rep.SkippedEmpty)
+	}
+	if rep.Compactions > 0 {
+		fmt.Fprintf(w, ", %d writes compacted (summarised turns carry no turn id)", rep.Compactions)
+	}
+	fmt.Fprintf(w, "\n# search: %d queries, k=%d, latency p50 %.2f ms, p99 %.2f ms\n", len(rep.Latencies),
+		slices.Max(o.Ks), ms(percentile(rep.Latencies, 0.50)), ms(percentile(rep.Latencies, 0.99)))
+	if !o.SkipAdversarial {
+		fmt.Fprintln(w, "# adversarial questions included: score with score.py --include-adversarial to compare")
+	}
+	return nil
+}
+
+// jsonObject keeps its keys in order, like score.py's OrderedDict.
+type jsonObject []jsonField
+
+type jsonField struct {
+	Key   string
+	Value any
+}
+
+func (o jsonObject) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, err := json.Marshal(f.Key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(f.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Key, err)
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// table is score.py's --json "table": per category n, then recall, all and
+// hit for each k in that order.
+func (s *evalScores) table() jsonObject {
+	var t jsonObject
+	for _, c := range s.Cats {
+		row := jsonObject{{"n", s.Counts[c]}}
+		for i, k := range s.Ks {
+			for m, metric := range evalMetrics {
+				v, _ := strconv.ParseFloat(s.pct(c, m, i), 64)
+				row = append(row, jsonField{fmt.Sprintf("%s@%d", metric, k), v})
+			}
+		}
+		t = append(t, jsonField{c, row})
+	}
+	return t
+}
+
+func (rep *evalReport) writeJSON(w io.Writer) error {
+	o, s := rep.Options, rep.Scores
+	doc := jsonObject{
+		{"level", "turn"}, {"k", s.Ks}, {"mode", o.Mode}, {"server", rep.ServerDesc}, {"results", o.Out},
+		{"skipped_adversarial", s.SkippedAdversarial}, {"skipped_no_evidence", s.SkippedNoEvidence},
+		{"missing_results", s.Missing}, {"table", s.table()},
+		{"ingest", jsonObject{{"conversations", rep.Conversations}, {"turns", rep.Turns},
+			{"skipped_empty", rep.SkippedEmpty}, {"compactions", rep.Compactions},
+			{"seconds", math.Round(rep.IngestTime.Seconds()*1000) / 1000}, {"turns_per_sec", rep.ingestRate()}}},
+		{"search", jsonObject{{"queries", len(rep.Latencies)}, {"k", slices.Max(o.Ks)},
+			{"p50_ms", ms(percentile(rep.Latencies, 0.50))}, {"p99_ms", ms(percentile(rep.Latencies, 0.99))}}},
+	}
+	b, err := json.MarshalIndent(doc, "", " ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

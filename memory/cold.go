@@ -1,0 +1,157 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+var coldStates = []State{StateDropped, StateSummarized}
+
+// ListCold pages through a session's cold chunks (dropped and summarized
+// originals) in order.
+func (s *Service) ListCold(ctx context.Context, sessionID, cursor string, limit int) ([]*Message, string, error) {
+	return s.ListMessages(ctx, sessionID, []string{string(StateDropped), string(StateSummarized)}, cursor, limit)
+}
+
+// Recover puts a dropped or summarized message back into the working window
+// as recovered. Recovering an active or recovered message changes nothing.
+func (s *Service) Recover(ctx context.Context, sessionID, messageID, prompt string, score float64) (*Message, error) {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return nil, err
+	}
+	tenant := TenantFromContext(ctx)
+	unlock := s.lockSession(tenant, sessionID)
+	defer unlock()
+	msgs, err := s.recoverLocked(ctx, tenant, sessionID, []string{messageID}, prompt, map[string]float64{messageID: score})
+	if err != nil {
+		return nil, err
+	}
+	return msgs[0], nil
+}
+
+// recoverLocked recovers messages in one transaction; the caller holds the
+// session's lock. Unknown ids are ENOTFOUND.
+func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, ids []string, prompt string, scores map[string]float64) ([]*Message, error) {
+	var out, changed []*Message
+	now := s.Now().UTC()
+	_, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
+		out, changed = out[:0], changed[:0]
+		for _, id := range ids {
+			m, err := tx.Message(id)
+			if err != nil {
+				return err
+			}
+			if m.State == StateDropped || m.State == StateSummarized {
+				m.State = StateRecovered
+				if err := tx.Put(m); err != nil {
+					return err
+				}
+				changed = append(changed, m)
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(changed) == 0 {
+		return out, nil
+	}
+	s.syncIndex(ctx)
+	for _, m := range changed {
+		s.event("recoveries", map[string]any{"tenant": tenant, "session": sessionID, "chunk": m.ID,
+			"score": scores[m.ID], "prompt": truncate(prompt, maxPromptAtDrop), "tokens": m.Tokens, "at": now})
+	}
+	s.rewriteColdMirror(ctx, tenant, sessionID)
+	return out, nil
+}
+
+// rewriteColdMirror makes the session's cold mirror match the store.
+func (s *Service) rewriteColdMirror(ctx context.Context, tenant, sessionID string) {
+	if s.Cold == nil {
+		return
+	}
+	cold, err := s.Store.Messages(ctx, tenant, sessionID, MessageQuery{States: coldStates})
+	if err == nil {
+		err = s.Cold.Rewrite(tenant, sessionID, cold)
+	}
+	if err != nil {
+		s.Logger.Error("rewrite cold mirror", "session", sessionID, "err", err)
+	}
+}
+
+// Purge removes cold chunks past their recoverable_until from the store and
+// both indexes, logging each. It returns how many were purged.
+func (s *Service) Purge(ctx context.Context, now time.Time) (int, error) {
+	purged := 0
+	err := s.forEachSession(ctx, func(sess *Session) error {
+		if sess.Counts.Dropped+sess.Counts.Summarized == 0 {
+			return nil
+		}
+		unlock := s.lockSession(sess.Tenant, sess.ID)
+		defer unlock()
+		var gone []*Message
+		_, err := s.Store.Update(ctx, sess.Tenant, sess.ID, func(tx SessionTx) error {
+			gone = gone[:0]
+			cold, err := tx.Messages(MessageQuery{States: coldStates})
+			if err != nil {
+				return err
+			}
+			for _, m := range cold {
+				if m.Cold == nil || m.Cold.RecoverableUntil.After(now) {
+					continue
+				}
+				if err := tx.Delete(m.ID); err != nil {
+					return err
+				}
+				gone = append(gone, m)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("purge session %s: %w", sess.ID, err)
+		}
+		for _, m := range gone {
+			s.event("purges", map[string]any{"tenant": sess.Tenant, "session": sess.ID, "chunk": m.ID,
+				"reason": m.Cold.DropReason, "recoverable_until": m.Cold.RecoverableUntil, "tokens": m.Tokens})
+		}
+		if len(gone) > 0 {
+			purged += len(gone)
+			s.rewriteColdMirror(ctx, sess.Tenant, sess.ID)
+		}
+		return nil
+	})
+	if purged > 0 {
+		s.syncIndex(ctx)
+	}
+	return purged, err
+}
+
+// forEachSession visits every session of every tenant.
+func (s *Service) forEachSession(ctx context.Context, fn func(*Session) error) error {
+	tenants, err := s.Store.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range tenants {
+		after := ""
+		for {
+			page, err := s.Store.Sessions(ctx, t, after, 500)
+			if err != nil {
+				return err
+			}
+			for _, sess := range page {
+				if err := fn(sess); err != nil {
+					return err
+				}
+			}
+			if len(page) < 500 {
+				break
+			}
+			after = page[len(page)-1].ID
+		}
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/ctxd/ctxd/scoring"
+)
+
+// findRecoverable searches the session's cold originals for the prompt and
+// scores them: the candidates for the recovered level.
+func (b *windowBuilder) findRecoverable(ctx context.Context) error {
+	if b.qvec == nil || b.sess.Counts.Dropped+b.sess.Counts.Summarized == 0 {
+		return nil
+	}
+	s, sess := b.s, b.sess
+	hits, err := s.Index.Search(ctx, SearchQuery{Tenant: sess.Tenant, Text: b.req.Prompt, Vector: b.qvec,
+		Sessions: []string{sess.ID}, States: coldStates, K: recoveryCandidates, Mode: ModeHybrid})
+	if err != nil {
+		return fmt.Errorf("search cold storage: %w", err)
+	}
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.ID
+	}
+	cold, err := s.Store.MessagesByID(ctx, sess.Tenant, ids, true)
+	if err != nil {
+		return err
+	}
+	inWindow := map[uint64]bool{}
+	for _, m := range b.window {
+		inWindow[m.Seq] = true
+	}
+	seen := map[uint64]bool{}
+	var units []*unit
+	var all []*Message
+	for _, m := range cold {
+		if seen[m.Seq] || !(m.State == StateDropped || m.State == StateSummarized) {
+			continue
+		}
+		group, err := s.coldGroup(ctx, sess, m, b.s.RecoverNext)
+		if err != nil {
+			return err
+		}
+		u := &unit{decision: DecisionKeep}
+		for _, g := range group {
+			if inWindow[g.Seq] || seen[g.Seq] {
+				continue
+			}
+			seen[g.Seq] = true
+			u.msgs = append(u.msgs, g)
+			u.tokens += b.cost(g)
+			all = append(all, g)
+		}
+		if len(u.msgs) > 0 {
+			units = append(units, u)
+		}
+	}
+	docs := append(append([]*Message{}, b.window...), all...)
+	sort.SliceStable(docs, func(i, j int) bool { return docs[i].Position() < docs[j].Position() })
+	scores, err := s.scoreMessages(ctx, sess, b.req.Prompt, b.qvec, all, docs, coldStates)
+	if err != nil {
+		return err
+	}
+	for id, sc := range scores {
+		b.scores[id] = sc
+	}
+	for _, u := range units {
+		// A unit is worth what the message the prompt matched is worth, not
+		// its neighbour: score it by its best member.
+		u.score = unitScore(u, scores)
+	}
+	b.recover = units
+	return nil
+}
+
+// coldGroup is a cold message with what must come back with it: the rest of
+// its tool-call group, and (withNext) the turn right after it, which in a
+// conversation often holds the answer to what the matched turn raised.
+func (s *Service) coldGroup(ctx context.Context, sess *Session, m *Message, withNext bool) ([]*Message, error) {
+	const reach = 16
+	after := uint64(0)
+	if m.Seq > reach {
+		after = m.Seq - reach
+	}
+	near, err := s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{AfterSeq: after, Limit: 2*reach + 1})
+	if err != nil {
+		return nil, err
+	}
+	units := groupUnits(near, func(*Message) int { return 0 })
+	for i, u := range units {
+		for _, x := range u.msgs {
+			if x.Seq != m.Seq {
+				continue
+			}
+			group := u.msgs
+			if withNext && i+1 < len(units) && len(units[i+1].msgs) == 1 && !units[i+1].msgs[0].InWindow() {
+				group = append(append([]*Message{}, group...), units[i+1].msgs[0])
+			}
+			return group, nil
+		}
+	}
+	return []*Message{m}, nil
+}
+
+// takeRecovered adds the best cold units while they fit in limit.
+func (b *windowBuilder) takeRecovered(limit int) {
+	sort.SliceStable(b.recover, func(i, j int) bool { return b.recover[i].score > b.recover[j].score })
+	used := 0
+	for _, u := range b.recover {
+		if _, done := b.chosen[u]; done || u.tokens > b.avail || used+u.tokens > limit {
+			continue
+		}
+		b.chosen[u] = SourceRecovered
+		b.use(SourceRecovered, u.tokens)
+		used += u.tokens
+	}
+}
+
+// commitRecoveries moves the chosen cold messages back into the window.
+func (b *windowBuilder) commitRecoveries(ctx context.Context) error {
+	var ids []string
+	scores := map[string]float64{}
+	for _, u := range b.recover {
+		if b.chosen[u] != SourceRecovered {
+			continue
+		}
+		for _, m := range u.msgs {
+			ids = append(ids, m.ID)
+			scores[m.ID] = b.scores[m.ID].Total
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	recovered, err := b.s.recoverLocked(ctx, b.sess.Tenant, b.sess.ID, ids, b.req.Prompt, scores)
+	if err != nil {
+		return fmt.Errorf("recover cold messages: %w", err)
+	}
+	byID := map[string]*Message{}
+	for _, m := range recovered {
+		byID[m.ID] = m
+	}
+	for _, u := range b.recover {
+		for i, m := range u.msgs {
+			if r := byID[m.ID]; r != nil {
+				u.msgs[i] = r
+			}
+		}
+	}
+	b.res.Recovered = ids
+	return nil
+}
+
+// assemble lays the chosen units out in window order, system messages first.
+func (b *windowBuilder) assemble() *ContextResult {
+	var units []*unit
+	for u := range b.chosen {
+		units = append(units, u)
+	}
+	sort.Slice(units, func(i, j int) bool { return units[i].msgs[0].Position() < units[j].msgs[0].Position() })
+	var sys, rest []WindowMessage
+	used := b.res.Budget.PromptTokens + ReplyPriming
+	for _, u := range units {
+		for _, m := range u.msgs {
+			wm := WindowMessage{Message: m, Source: b.chosen[u], Score: round4(b.scores[m.ID].Total)}
+			if lvl := b.pol.pruneLevel(m, b.sess.AssistantTurns); lvl != PruneNone {
+				view := *m
+				view.Content = b.pol.prunedContent(m, lvl)
+				wm.Message, wm.PruneLevel = &view, lvl
+			}
+			if b.req.Explain {
+				if sc, ok := b.scores[m.ID]; ok {
+					c := sc.Components
+					wm.Components = &c
+				}
+			}
+			used += b.cost(m)
+			if m.Role == RoleSystem && !m.IsSummary() {
+				sys = append(sys, wm)
+			} else {
+				rest = append(rest, wm)
+			}
+		}
+	}
+	b.res.Messages = append(sys, rest...)
+	b.res.Tokens = used
+	b.res.Budget.Used = used
+	return b.res
+}
+
+func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
+
+// scoreMessages scores cands against the prompt: full-text scores from the
+// index (restricted to states), cosine from the stored vectors, recency and
+// references from their place among docs (in window order).
+func (s *Service) scoreMessages(ctx context.Context, sess *Session, prompt string, qvec []float32, cands, docs []*Message, states []State) (map[string]scoring.Score, error) {
+	out := map[string]scoring.Score{}
+	if len(cands) == 0 {
+		return out, nil
+	}
+	bm25 := map[string]float64{}
+	if qvec != nil {
+		hits, err := s.Index.Search(ctx, SearchQuery{Tenant: sess.Tenant, Text: prompt, Sessions: []string{sess.ID},
+			States: states, K: min(max(len(cands), 1), 1000), Mode: ModeText})
+		if err != nil {
+			return nil, fmt.Errorf("score by full text: %w", err)
+		}
+		for _, h := range hits {
+			bm25[h.ID] = h.TextScore
+		}
+	}
+	sdocs := make([]scoring.Doc, len(docs))
+	pos := make(map[string]int, len(docs))
+	for i, m := range docs {
+		sdocs[i] = scoring.Doc{ID: m.ID, Text: m.Content, Turn: i}
+		pos[m.ID] = i
+	}
+	sc := make([]scoring.Candidate, 0, len(cands))
+	for _, m := range cands {
+		sc = append(sc, scoring.Candidate{ID: m.ID, Text: m.Content, Turn: pos[m.ID], CreatedAt: m.CreatedAt,
+			Important: m.Important, BM25: bm25[m.ID], Cosine: dot(qvec, m.Vector)})
+	}
+	scored, err := scoring.ScoreAll(s.policy(sess).scoringParams(), sc, sdocs, len(docs)-1, s.Now())
+	if err != nil {
+		return nil, Errorf(EINVALID, "scoring weights: %v", err)
+	}
+	for _, r := range scored {
+		out[r.ID] = r
+	}
+	return out, nil
+}

@@ -1,0 +1,101 @@
+package memory
+
+// unit is what compaction keeps, summarizes or drops as a whole: one
+// message, or an assistant message with tool_calls together with the tool
+// results that answer it (separating them makes an invalid chat sequence).
+type unit struct {
+	msgs      []*Message
+	tokens    int // window cost now (pruned tool output counts pruned)
+	protected string
+	score     float64
+	decision  string
+}
+
+// Decisions a compaction makes about a unit.
+const (
+	DecisionKeep      = "keep"
+	DecisionProtected = "protected"
+	DecisionDrop      = "drop"
+	DecisionSummarize = "summarize"
+)
+
+// groupUnits splits a window (in window order) into units.
+func groupUnits(window []*Message, cost func(*Message) int) []*unit {
+	var units []*unit
+	var open *unit
+	calls := map[string]bool{}
+	for _, m := range window {
+		if m.Role == RoleTool && open != nil && calls[m.ToolCallID] {
+			open.msgs = append(open.msgs, m)
+			open.tokens += cost(m)
+			continue
+		}
+		u := &unit{msgs: []*Message{m}, tokens: cost(m), decision: DecisionKeep}
+		units = append(units, u)
+		open = nil
+		if m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
+			open, calls = u, map[string]bool{}
+			for _, tc := range m.ToolCalls {
+				calls[tc.ID] = true
+			}
+		}
+	}
+	return units
+}
+
+// protect marks the units compaction must leave alone, and says why.
+func protect(units []*unit, keepRecent int) {
+	firstUser := true
+	// The last keepRecent messages, widened to whole units: a tool group
+	// straddling the boundary is protected with its recent part.
+	recentFrom := len(units)
+	for n := 0; recentFrom > 0 && n < keepRecent; {
+		recentFrom--
+		n += len(units[recentFrom].msgs)
+	}
+	for i, u := range units {
+		for _, m := range u.msgs {
+			switch {
+			case m.Pinned:
+				u.protected = "pinned"
+			case m.Role == RoleSystem && !m.IsSummary():
+				u.protected = "system"
+			case m.Important:
+				u.protected = "important"
+			case m.Role == RoleUser && firstUser:
+				u.protected = "first_user_message"
+			case i >= recentFrom:
+				u.protected = "recent"
+			}
+			if m.Role == RoleUser {
+				firstUser = false
+			}
+		}
+		if u.protected != "" {
+			u.decision = DecisionProtected
+		}
+	}
+}
+
+// summaryRuns groups the units marked for summary into contiguous runs.
+func summaryRuns(units []*unit) [][]*unit {
+	var runs [][]*unit
+	var cur []*unit
+	for _, u := range units {
+		if u.decision == DecisionSummarize {
+			cur = append(cur, u)
+			continue
+		}
+		if u.decision == DecisionDrop {
+			continue // a dropped unit between two summarized ones does not break the run
+		}
+		if len(cur) > 0 {
+			runs = append(runs, cur)
+			cur = nil
+		}
+	}
+	if len(cur) > 0 {
+		runs = append(runs, cur)
+	}
+	return runs
+}

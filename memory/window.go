@@ -1,0 +1,262 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ctxd/ctxd/scoring"
+)
+
+// Window sources: which level of the window a message came from.
+const (
+	SourcePinned    = "pinned"
+	SourceSummary   = "summary"
+	SourceRecovered = "recovered"
+	SourceRecent    = "recent"
+	SourceWorking   = "working"
+)
+
+// Shares of the budget (after pinned messages and the prompt) each level may
+// use first; what a level leaves unused flows to the others.
+type Shares struct {
+	Summary   float64 `json:"summary" yaml:"summary"`
+	Recovered float64 `json:"recovered" yaml:"recovered"`
+}
+
+// DefaultShares leave the rest to the working level (recent first).
+var DefaultShares = Shares{Summary: 0.15, Recovered: 0.35}
+
+// ContextRequest asks for the window to send with the next prompt.
+type ContextRequest struct {
+	Prompt    string
+	MaxTokens int // 0: the session's context window minus its reserve
+	Explain   bool
+}
+
+// WindowMessage is a message as the window hands it out: content may be a
+// pruned view of a long tool result.
+type WindowMessage struct {
+	*Message
+	Source     string              `json:"source"`
+	Score      float64             `json:"score"`
+	Components *scoring.Components `json:"components,omitempty"`
+	PruneLevel int                 `json:"prune_level,omitempty"`
+}
+
+// ContextResult is the window and what it costs.
+type ContextResult struct {
+	Messages  []WindowMessage
+	Tokens    int
+	Recovered []string
+	Budget    ContextBudget
+}
+
+// ContextBudget reports the budget and how the levels used it.
+type ContextBudget struct {
+	MaxTokens    int            `json:"max_tokens"`
+	Used         int            `json:"used"`
+	PromptTokens int            `json:"prompt_tokens"`
+	Levels       map[string]int `json:"levels"`
+}
+
+// Context limits.
+const (
+	maxContextTokens   = 10_000_000
+	recoveryCandidates = 40
+)
+
+// Context builds the best window for the next prompt within max_tokens:
+// pinned messages, then the most recent turns, summaries, cold originals
+// recovered for this prompt, and the most relevant other active turns.
+func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequest) (*ContextResult, error) {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return nil, err
+	}
+	if len(req.Prompt) > MaxQueryBytes {
+		return nil, Errorf(EINVALID, "prompt: %d bytes is over the limit of %d", len(req.Prompt), MaxQueryBytes)
+	}
+	if err := checkText(req.Prompt); err != nil {
+		return nil, Errorf(EINVALID, "prompt: %v", err)
+	}
+	if req.MaxTokens < 0 || req.MaxTokens > maxContextTokens {
+		return nil, Errorf(EINVALID, "max_tokens: %d is outside 1..%d", req.MaxTokens, maxContextTokens)
+	}
+	tenant := TenantFromContext(ctx)
+	sess, err := s.Store.Session(ctx, tenant, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if s.status(sess).State == WindowOverLimit {
+		if _, err := s.Compact(ctx, sessionID, CompactRequest{Prompt: req.Prompt, Trigger: TriggerHardLimit}); err != nil {
+			return nil, fmt.Errorf("compact before building the window: %w", err)
+		}
+	}
+	unlock := s.lockSession(tenant, sessionID)
+	defer unlock()
+	if sess, err = s.Store.Session(ctx, tenant, sessionID); err != nil {
+		return nil, err
+	}
+	b, err := s.newWindowBuilder(ctx, sess, req)
+	if err != nil {
+		return nil, err
+	}
+	return b.build(ctx)
+}
+
+type windowBuilder struct {
+	s       *Service
+	sess    *Session
+	pol     Policy
+	req     ContextRequest
+	window  []*Message
+	units   []*unit
+	qvec    []float32
+	avail   int // tokens left for messages
+	res     *ContextResult
+	chosen  map[*unit]string
+	scores  map[string]scoring.Score
+	recover []*unit
+}
+
+func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req ContextRequest) (*windowBuilder, error) {
+	pol := s.policy(sess)
+	if req.MaxTokens == 0 {
+		req.MaxTokens = max(sess.ContextWindow-pol.ReserveTokens, 1)
+	}
+	b := &windowBuilder{s: s, sess: sess, pol: pol, req: req, chosen: map[*unit]string{},
+		res: &ContextResult{Recovered: []string{}, Budget: ContextBudget{MaxTokens: req.MaxTokens, Levels: map[string]int{}}}}
+	var err error
+	if b.window, err = s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{States: []State{StateActive, StateRecovered}}); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(b.window, func(i, j int) bool { return b.window[i].Position() < b.window[j].Position() })
+	b.units = groupUnits(b.window, b.cost)
+	promptTokens := 0
+	if strings.TrimSpace(req.Prompt) != "" {
+		if promptTokens, err = MessageTokens(s.Tokenizer, sess.Encoding, &Message{Role: RoleUser, Content: req.Prompt}); err != nil {
+			return nil, err
+		}
+		vecs, err := s.Embedder.Embed(ctx, []string{req.Prompt})
+		if err != nil {
+			return nil, fmt.Errorf("embed prompt: %w", err)
+		}
+		b.qvec = vecs[0]
+	}
+	b.res.Budget.PromptTokens = promptTokens
+	b.avail = req.MaxTokens - promptTokens - ReplyPriming
+	return b, nil
+}
+
+func (b *windowBuilder) cost(m *Message) int { return b.pol.windowCost(m, b.sess.AssistantTurns) }
+
+func (b *windowBuilder) build(ctx context.Context) (*ContextResult, error) {
+	if err := b.takePinned(); err != nil {
+		return nil, err
+	}
+	rest := b.avail
+	b.takeRecent()
+	if err := b.scoreWindow(ctx); err != nil {
+		return nil, err
+	}
+	b.takeBest(SourceSummary, func(u *unit) bool { return u.msgs[0].IsSummary() }, int(b.s.Shares.Summary*float64(rest)))
+	if err := b.findRecoverable(ctx); err != nil {
+		return nil, err
+	}
+	b.takeRecovered(int(b.s.Shares.Recovered * float64(rest)))
+	b.takeBest(SourceWorking, func(u *unit) bool { return !u.msgs[0].IsSummary() }, b.avail)
+	// Unused shares flow: summaries and recoveries may use what is left.
+	b.takeBest(SourceSummary, func(u *unit) bool { return u.msgs[0].IsSummary() }, b.avail)
+	b.takeRecovered(b.avail)
+	if err := b.commitRecoveries(ctx); err != nil {
+		return nil, err
+	}
+	return b.assemble(), nil
+}
+
+// takePinned adds pinned and system messages; if they do not fit, no window
+// can be built (409).
+func (b *windowBuilder) takePinned() error {
+	need := 0
+	for _, u := range b.units {
+		for _, m := range u.msgs {
+			if m.Pinned || (m.Role == RoleSystem && !m.IsSummary()) {
+				b.chosen[u] = SourcePinned
+			}
+		}
+		if b.chosen[u] == SourcePinned {
+			need += u.tokens
+		}
+	}
+	if need > b.avail {
+		return Errorf(ECONFLICT, "pinned and system messages need %d tokens but max_tokens %d leaves %d after the prompt: raise max_tokens or unpin messages",
+			need, b.req.MaxTokens, b.avail)
+	}
+	b.use(SourcePinned, need)
+	return nil
+}
+
+func (b *windowBuilder) use(source string, tokens int) {
+	b.avail -= tokens
+	b.res.Budget.Levels[source] += tokens
+}
+
+// takeRecent adds the newest units, newest first, up to keep_recent messages.
+func (b *windowBuilder) takeRecent() {
+	n := 0
+	for i := len(b.units) - 1; i >= 0 && n < b.pol.KeepRecent; i-- {
+		u := b.units[i]
+		if _, done := b.chosen[u]; done || u.msgs[0].IsSummary() {
+			continue
+		}
+		if u.tokens > b.avail {
+			break // an older unit must not jump over a newer one that did not fit
+		}
+		b.chosen[u] = SourceRecent
+		b.use(SourceRecent, u.tokens)
+		n += len(u.msgs)
+	}
+}
+
+// scoreWindow scores the window's units against the prompt.
+func (b *windowBuilder) scoreWindow(ctx context.Context) error {
+	scores, err := b.s.scoreMessages(ctx, b.sess, b.req.Prompt, b.qvec, b.window, b.window, []State{StateActive, StateRecovered})
+	if err != nil {
+		return err
+	}
+	b.scores = scores
+	for _, u := range b.units {
+		u.score = unitScore(u, scores)
+	}
+	return nil
+}
+
+func unitScore(u *unit, scores map[string]scoring.Score) float64 {
+	best := 0.0
+	for _, m := range u.msgs {
+		best = max(best, scores[m.ID].Total)
+	}
+	return best
+}
+
+// takeBest adds the best-scoring unchosen units that match, while they fit
+// in limit (and in what is left).
+func (b *windowBuilder) takeBest(source string, match func(*unit) bool, limit int) {
+	var cands []*unit
+	for _, u := range b.units {
+		if _, done := b.chosen[u]; !done && match(u) {
+			cands = append(cands, u)
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].score > cands[j].score })
+	used := 0
+	for _, u := range cands {
+		if u.tokens > b.avail || used+u.tokens > limit {
+			continue
+		}
+		b.chosen[u] = source
+		b.use(source, u.tokens)
+		used += u.tokens
+	}
+}
