@@ -267,7 +267,7 @@ func (s *Service) summarizeRuns(ctx context.Context, sess *Session, pol Policy, 
 			msgs = append(msgs, u.msgs...)
 			runTokens += u.tokens
 		}
-		sum, err := s.Summarizer.Summarize(ctx, SummaryRequest{Messages: msgs, TargetTokens: pol.SummaryTargetTokens,
+		sum, err := s.Summarizer.Summarize(ctx, SummaryRequest{Messages: msgs, TargetTokens: summaryTarget(pol, sess, runTokens),
 			Encoding: sess.Encoding, Prompt: rep.Prompt})
 		if err != nil {
 			return nil, 0, fmt.Errorf("summarize %d messages: %w", len(msgs), err)
@@ -310,6 +310,13 @@ func (s *Service) summarizeRuns(ctx context.Context, sess *Session, pol Policy, 
 		}
 	}
 	return out, tokens, nil
+}
+
+// summaryTarget sizes a run's summary: at most summary_target_tokens, a
+// third of what it replaces (or it saves little), and a tenth of the window
+// (or one summary crowds out the turns it should make room for).
+func summaryTarget(pol Policy, sess *Session, runTokens int) int {
+	return max(min(pol.SummaryTargetTokens, runTokens/3, sess.ContextWindow/10), 32)
 }
 
 // commitCompaction writes every change in one store transaction (so a crash
