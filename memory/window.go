@@ -123,7 +123,9 @@ type windowBuilder struct {
 func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req ContextRequest) (*windowBuilder, error) {
 	pol := s.policy(sess)
 	if req.MaxTokens == 0 {
-		req.MaxTokens = max(sess.ContextWindow-pol.ReserveTokens, 1)
+		// A small window cannot give its answer a fixed 4k: the reserve is
+		// at most a quarter of it.
+		req.MaxTokens = sess.ContextWindow - min(pol.ReserveTokens, sess.ContextWindow/4)
 	}
 	b := &windowBuilder{s: s, sess: sess, pol: pol, req: req, chosen: map[*unit]string{},
 		res: &ContextResult{Recovered: []string{}, Budget: ContextBudget{MaxTokens: req.MaxTokens, Levels: map[string]int{}}}}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/tokenizer"
+)
+
+// recount counts a returned window exactly, as the client would send it.
+func recount(t *testing.T, msgs []any, prompt string) int {
+	t.Helper()
+	tok := tokenizer.New()
+	total := memory.ReplyPriming
+	if prompt != "" {
+		n, _ := memory.MessageTokens(tok, memory.EncodingO200k, &memory.Message{Role: memory.RoleUser, Content: prompt})
+		total += n
+	}
+	for _, x := range msgs {
+		m := x.(map[string]any)
+		wm := &memory.Message{Role: memory.Role(m["role"].(string)), Content: m["content"].(string)}
+		if n, ok := m["name"].(string); ok {
+			wm.Name = n
+		}
+		if id, ok := m["tool_call_id"].(string); ok {
+			wm.ToolCallID = id
+		}
+		if tcs, ok := m["tool_calls"].([]any); ok {
+			for _, tc := range tcs {
+				c := tc.(map[string]any)
+				f := c["function"].(map[string]any)
+				wm.ToolCalls = append(wm.ToolCalls, memory.ToolCall{ID: c["id"].(string), Type: "function",
+					Function: memory.FunctionCall{Name: f["name"].(string), Arguments: f["arguments"].(string)}})
+			}
+		}
+		n, err := memory.MessageTokens(tok, memory.EncodingO200k, wm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	return total
+}
+
+// checkSequence asserts the window is a valid OpenAI chat sequence.
+func checkSequence(t *testing.T, msgs []any) {
+	t.Helper()
+	open := map[string]bool{}
+	seenNonSystem := false
+	for i, x := range msgs {
+		m := x.(map[string]any)
+		role := m["role"].(string)
+		if role == "system" && seenNonSystem {
+			t.Fatalf("message %d: system message after the conversation started", i)
+		}
+		if role != "system" {
+			seenNonSystem = true
+		}
+		if role != "tool" && len(open) > 0 {
+			t.Fatalf("message %d: tool calls %v left without results", i, open)
+		}
+		switch role {
+		case "assistant":
+			if tcs, ok := m["tool_calls"].([]any); ok {
+				for _, tc := range tcs {
+					open[tc.(map[string]any)["id"].(string)] = true
+				}
+			}
+		case "tool":
+			id := m["tool_call_id"].(string)
+			if !open[id] {
+				t.Fatalf("message %d: tool result %s without the call before it", i, id)
+			}
+			delete(open, id)
+		}
+		if m["source"] == nil {
+			t.Fatalf("message %d has no source", i)
+		}
+	}
+	if len(open) > 0 {
+		t.Fatalf("window ends with unanswered tool calls %v", open)
+	}
+}
+
+func toolTurn(i int, output string) []map[string]any {
+	id := fmt.Sprintf("call_%d", i)
+	return []map[string]any{
+		{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{"id": id, "type": "function",
+			"function": map[string]any{"name": "run", "arguments": fmt.Sprintf(`{"step":%d}`, i)}}}},
+		{"role": "tool", "tool_call_id": id, "content": output},
+	}
+}
+
+func TestContextExactBudgetAndValidSequence(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/c", map[string]any{"context_window": 200000})
+	ts.store("c", map[string]any{"role": "system", "content": "You are a build assistant.", "pinned": true})
+	for i := 0; i < 12; i++ {
+		out := fmt.Sprintf("step %d ok\n", i) + strings.Repeat(fmt.Sprintf("log line %d: compiled package %d\n", i, i), 1+i*30)
+		ts.store("c", append([]map[string]any{msg("user", fmt.Sprintf("run step %d of the build", i))}, toolTurn(i, out)...)...)
+		ts.store("c", msg("assistant", fmt.Sprintf("step %d finished", i)))
+	}
+	for _, max := range []int{400, 1000, 2500, 8000, 60000} {
+		prompt := "did step 3 compile package 3?"
+		body := ts.mustDo(200, "POST", "/v1/sessions/c/context", map[string]any{"prompt": prompt, "max_tokens": max})
+		msgs := body["messages"].([]any)
+		got := recount(t, msgs, prompt)
+		if got > max {
+			t.Fatalf("max_tokens %d: window costs %d by exact recount", max, got)
+		}
+		if int(body["tokens"].(float64)) != got || int(body["budget"].(map[string]any)["used"].(float64)) != got {
+			t.Fatalf("max_tokens %d: reported %v tokens, recount %d", max, body["tokens"], got)
+		}
+		checkSequence(t, msgs)
+		if msgs[0].(map[string]any)["source"] != "pinned" {
+			t.Fatalf("max_tokens %d: the pinned system prompt is not first", max)
+		}
+		for i := 1; i < len(msgs); i++ {
+			a, b := msgs[i-1].(map[string]any)["created_at"].(string), msgs[i].(map[string]any)["created_at"].(string)
+			if a > b {
+				t.Fatalf("max_tokens %d: not chronological at %d", max, i)
+			}
+		}
+	}
+	// Old long tool output is pruned in the window handed out; the stored
+	// original is untouched.
+	body := ts.mustDo(200, "POST", "/v1/sessions/c/context", map[string]any{"prompt": "status", "max_tokens": 150000})
+	cleared, trimmed := 0, 0
+	for _, x := range body["messages"].([]any) {
+		c := x.(map[string]any)["content"].(string)
+		if strings.HasPrefix(c, "[tool result cleared:") && strings.Contains(c, "recover id") {
+			cleared++
+		}
+		if strings.Contains(c, "[tool result trimmed:") {
+			trimmed++
+		}
+	}
+	if cleared == 0 || trimmed == 0 {
+		t.Fatalf("pruning: %d cleared, %d trimmed tool results", cleared, trimmed)
+	}
+	raw := 0
+	for _, m := range allMessages(ts, "c") {
+		raw += int(m["tokens"].(float64))
+		if strings.HasPrefix(m["content"].(string), "[tool result") {
+			t.Fatal("a stored original was modified by pruning")
+		}
+	}
+	st := ts.mustDo(200, "GET", "/v1/sessions/c", nil)
+	if int(st["tokens"].(float64)) >= raw {
+		t.Fatalf("session tokens %v do not reflect pruning (stored %d)", st["tokens"], raw)
+	}
+	if got := recount(t, body["messages"].([]any), "status"); got != int(body["tokens"].(float64)) {
+		t.Fatalf("pruned window: reported %v, recount %d", body["tokens"], got)
+	}
+}
+
+func TestContextRecoversRelevantColdTurns(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/r", map[string]any{"context_window": 2000})
+	fact := ts.store("r", msg("user", "hi there"), msg("user", "By the way, the office wifi password is walrus-4417."),
+		msg("assistant", "Got it, I will remember the wifi password."))
+	for i := 0; i < 80; i++ {
+		ts.store("r", msg([]string{"user", "assistant"}[i%2], chatter(i)))
+	}
+	var state string
+	for _, m := range allMessages(ts, "r") {
+		if m["id"] == fact[1] {
+			state = m["state"].(string)
+		}
+	}
+	if state == "active" {
+		t.Fatal("setup: the fact was never compacted away")
+	}
+	prompt := "what is the office wifi password?"
+	body := ts.mustDo(200, "POST", "/v1/sessions/r/context?explain=true", map[string]any{"prompt": prompt, "max_tokens": 800})
+	msgs := body["messages"].([]any)
+	found := false
+	for _, x := range msgs {
+		m := x.(map[string]any)
+		if m["id"] == fact[1] {
+			found = true
+			if m["source"] != "recovered" || m["state"] != "recovered" || m["components"] == nil {
+				t.Fatalf("recovered fact = %v", m)
+			}
+		}
+	}
+	if !found || !contains(toStrings(body["recovered"].([]any)), fact[1]) {
+		t.Fatalf("the relevant cold turn was not recovered: %v", body["recovered"])
+	}
+	if recount(t, msgs, prompt) > 800 {
+		t.Fatal("window over budget")
+	}
+	checkSequence(t, msgs)
+	recs := readEvents(t, ts.Dir+"/logs/recoveries.jsonl")
+	if len(recs) == 0 || recs[0]["prompt"] != prompt || recs[0]["score"] == nil {
+		t.Fatalf("recoveries log = %v", recs)
+	}
+}
+
+func toStrings(xs []any) []string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+func TestContextConflictsAndHardLimit(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.store("p", map[string]any{"role": "system", "content": strings.Repeat("rule ", 400), "pinned": true})
+	r := ts.do("POST", "/v1/sessions/p/context", map[string]any{"prompt": "hi", "max_tokens": 100})
+	if r.Status != 409 || r.errCode() != "conflict" {
+		t.Fatalf("pinned over budget = %d %s", r.Status, r.Raw)
+	}
+	ts.mustDo(404, "POST", "/v1/sessions/none/context", map[string]any{"prompt": "hi"})
+	if r := ts.do("POST", "/v1/sessions/p/context", map[string]any{"prompt": "hi", "max_tokens": -5}); r.Status != 400 {
+		t.Fatalf("negative max_tokens = %d", r.Status)
+	}
+
+	// A window past the hard limit is compacted before the window is built.
+	for i := 0; i < 40; i++ {
+		ts.store("h", msg("user", chatter(i)))
+	}
+	ts.mustDo(200, "PUT", "/v1/sessions/h", map[string]any{"context_window": 1000})
+	if st := ts.mustDo(200, "GET", "/v1/sessions/h", nil); st["state"] != "over_limit" {
+		t.Fatalf("setup: state %v", st["state"])
+	}
+	ts.mustDo(200, "POST", "/v1/sessions/h/context", map[string]any{"prompt": "river walk"})
+	st := ts.mustDo(200, "GET", "/v1/sessions/h", nil)
+	if st["compactions"].(float64) != 1 || st["state"] == "over_limit" {
+		t.Fatalf("after context at the hard limit: %v", st)
+	}
+}

@@ -1,0 +1,338 @@
+// Package index is ctxd's searchable copy of the store: full text in Bleve (on
+// disk, BM25) and vectors in memory (an exact scan, rebuilt from the store at
+// start), fused into one ranking. It implements memory.Index.
+package index
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/search/highlight"
+	"github.com/blevesearch/bleve/v2/search/highlight/format/plain"
+	"github.com/blevesearch/bleve/v2/search/highlight/fragmenter/simple"
+	simplehl "github.com/blevesearch/bleve/v2/search/highlight/highlighter/simple"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+// Defaults of Options.
+const (
+	DefaultFusion          = FusionMinMax
+	DefaultVectorWeight    = 0.4
+	DefaultRRFK            = 60
+	DefaultMinCandidates   = 50
+	DefaultCandidateFactor = 3
+	// The boosts of the name and date clauses against the text clause (1).
+	// LoCoMo dev, text only, R@10 overall (n=231; the BM25 floor of
+	// bench/README.md is 57.3), from TestLoCoMo:
+	//   text alone 56.1; + name (boost 1) 64.7; + when alone 57.0;
+	//   name 1 + when 1: 64.9; name 0.5 + when 0.5: 64.4; name 1.5 + when 1: 65.7.
+	// The name (speaker) is what pays; the date words are within noise here
+	// (few questions name a date) but never hurt. Bleve's BM25 b (0.75, a
+	// process-wide variable) at 0, 0.3 or 0.5 moved R@10 by under 1.5 points
+	// with the name clause, so it is left alone.
+	DefaultNameBoost = 1.0
+	DefaultWhenBoost = 1.0
+	// DefaultVectorParallelism is how many collections a vector search scans
+	// at once.
+	DefaultVectorParallelism = 2
+	DefaultK                 = 10
+	MaxK                     = 1000
+)
+
+// Options tune an Index. Zero values mean the defaults.
+type Options struct {
+	Fusion       string  // FusionMinMax or FusionRRF
+	VectorWeight float64 // weight of the vector side in min-max fusion, in (0,1]
+	RRFK         int     // k of reciprocal rank fusion
+
+	// Each side contributes max(CandidateFactor*K, MinCandidates) candidates
+	// to fusion.
+	MinCandidates   int
+	CandidateFactor int
+
+	// Boosts of the author's name and the date words against the message
+	// text (1). Negative leaves the field out of the query.
+	NameBoost float64
+	WhenBoost float64
+
+	// Location is the time zone of the date words ("7 May 2023 Sunday
+	// afternoon"). Default UTC, so a rebuild always writes the same words.
+	Location *time.Location
+
+	VectorParallelism int
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Fusion == "" {
+		o.Fusion = DefaultFusion
+	}
+	if o.Fusion != FusionMinMax && o.Fusion != FusionRRF {
+		return o, fmt.Errorf("index options: fusion %q is not %q or %q", o.Fusion, FusionMinMax, FusionRRF)
+	}
+	if o.VectorWeight == 0 {
+		o.VectorWeight = DefaultVectorWeight
+	}
+	if o.VectorWeight < 0 || o.VectorWeight > 1 {
+		return o, fmt.Errorf("index options: vector weight %v is outside (0,1]", o.VectorWeight)
+	}
+	setDefault(&o.RRFK, DefaultRRFK)
+	setDefault(&o.MinCandidates, DefaultMinCandidates)
+	setDefault(&o.CandidateFactor, DefaultCandidateFactor)
+	setDefault(&o.VectorParallelism, DefaultVectorParallelism)
+	if o.NameBoost == 0 {
+		o.NameBoost = DefaultNameBoost
+	}
+	if o.WhenBoost == 0 {
+		o.WhenBoost = DefaultWhenBoost
+	}
+	if o.Location == nil {
+		o.Location = time.UTC
+	}
+	return o, nil
+}
+
+func setDefault(v *int, def int) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// ErrCorrupt marks an index directory that cannot be used as it is: damaged,
+// not an index, or written by an incompatible version. The index is derived
+// data: Remove it and rebuild from the store.
+var ErrCorrupt = errors.New("index is corrupt or incompatible")
+
+// Internal keys Bleve stores with the documents.
+var (
+	watermarkKey = []byte("ctxd.watermark")
+	schemaKey    = []byte("ctxd.schema")
+)
+
+// schemaVersion changes whenever the mapping or the document shape does.
+const schemaVersion = "1"
+
+// Index implements memory.Index. It is safe for concurrent use.
+type Index struct {
+	dir  string
+	opts Options
+	text bleve.Index
+	vec  *vectors
+	hl   highlight.Highlighter
+
+	// applyMu serialises Apply: a session delete lists the session's
+	// documents and must not miss those a concurrent batch adds.
+	applyMu sync.Mutex
+	closed  atomic.Bool
+}
+
+var _ memory.Index = (*Index)(nil)
+
+// Open opens the index in dir, or creates it if dir does not exist or is
+// empty. The vector side starts empty: fill it with LoadVectors. An index that
+// cannot be opened gives an error wrapping ErrCorrupt.
+func Open(dir string, opts Options) (*Index, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	// A timeout rather than bbolt's default wait forever when another process
+	// holds the index.
+	cfg := map[string]any{"bolt_timeout": "2s"}
+	var text bleve.Index
+	if empty, err := isEmptyDir(dir); err != nil {
+		return nil, fmt.Errorf("open index %s: %w", dir, err)
+	} else if empty {
+		m, err := newMapping()
+		if err != nil {
+			return nil, err
+		}
+		// Bleve refuses to create in an existing directory, even an empty one.
+		if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("create index %s: %w", dir, err)
+		}
+		text, err = bleve.NewUsing(dir, m, scorch.Name, scorch.Name, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("create index %s: %w", dir, err)
+		}
+		if err := text.SetInternal(schemaKey, []byte(schemaVersion)); err != nil {
+			_ = text.Close()
+			return nil, fmt.Errorf("create index %s: %w", dir, err)
+		}
+	} else {
+		text, err = openExisting(dir, cfg)
+		if err != nil {
+			return nil, err
+		}
+	}
+	x := &Index{
+		dir:  dir,
+		opts: opts,
+		text: text,
+		vec:  newVectors(),
+		hl:   simplehl.NewHighlighter(simple.NewFragmenter(snippetRunes), plain.NewFragmentFormatter(markOpen, markClose), "…"),
+	}
+	return x, nil
+}
+
+func openExisting(dir string, cfg map[string]any) (text bleve.Index, err error) {
+	// A damaged segment can make Bleve panic rather than fail.
+	defer func() {
+		if r := recover(); r != nil {
+			text, err = nil, fmt.Errorf("open index %s: %w: panic: %v", dir, ErrCorrupt, r)
+		}
+	}()
+	text, err = bleve.OpenUsing(dir, cfg)
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open index %s: in use by another process: %w", dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open index %s: %w: %w", dir, ErrCorrupt, err)
+	}
+	v, err := text.GetInternal(schemaKey)
+	if err != nil || string(v) != schemaVersion {
+		_ = text.Close()
+		if err == nil {
+			err = fmt.Errorf("schema %q, want %q", v, schemaVersion)
+		}
+		return nil, fmt.Errorf("open index %s: %w: %w", dir, ErrCorrupt, err)
+	}
+	return text, nil
+}
+
+func isEmptyDir(dir string) (bool, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return len(entries) == 0, nil
+}
+
+// Remove deletes the index in dir (closed first), so that Open builds a new one.
+func Remove(dir string) error {
+	if err := os.RemoveAll(filepath.Clean(dir)); err != nil {
+		return fmt.Errorf("remove index %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Close closes the text side and drops the vector side.
+func (x *Index) Close() error {
+	if x.closed.Swap(true) {
+		return nil
+	}
+	if err := x.text.Close(); err != nil {
+		return fmt.Errorf("close index %s: %w", x.dir, err)
+	}
+	return nil
+}
+
+var errClosed = errors.New("index is closed")
+
+// Apply writes b: session deletes first, then message deletes, then upserts,
+// so an upsert wins over a delete of the same id in the batch. The text side
+// and the watermark are one Bleve batch; the vector side follows. If Apply
+// fails, apply the same batch again: every step is idempotent.
+func (x *Index) Apply(ctx context.Context, b memory.IndexBatch) error {
+	if x.closed.Load() {
+		return errClosed
+	}
+	// Check vectors before the text side commits, so a bad batch changes
+	// nothing.
+	if err := x.vec.checkDims(b.Upserts); err != nil {
+		return fmt.Errorf("apply to index %s: %w", x.dir, err)
+	}
+	x.applyMu.Lock()
+	defer x.applyMu.Unlock()
+
+	batch := x.text.NewBatch()
+	for _, s := range b.DeleteSessions {
+		ids, err := x.sessionDocIDs(ctx, s)
+		if err != nil {
+			return fmt.Errorf("apply to index %s: %w", x.dir, err)
+		}
+		for _, id := range ids {
+			batch.Delete(id)
+		}
+	}
+	for _, m := range b.Deletes {
+		batch.Delete(m.ID)
+	}
+	for _, m := range b.Upserts {
+		if err := batch.Index(m.ID, newTextDoc(m, x.opts.Location)); err != nil {
+			return fmt.Errorf("apply to index %s: message %s: %w", x.dir, m.ID, err)
+		}
+	}
+	var wm [8]byte
+	binary.BigEndian.PutUint64(wm[:], b.Watermark)
+	batch.SetInternal(watermarkKey, wm[:])
+	if err := x.text.Batch(batch); err != nil {
+		return fmt.Errorf("apply to index %s: %w", x.dir, err)
+	}
+
+	for _, s := range b.DeleteSessions {
+		x.vec.dropSession(collKey{s.Tenant, s.ID})
+	}
+	x.vec.delete(b.Deletes)
+	if err := x.vec.upsert(b.Upserts); err != nil {
+		return fmt.Errorf("apply to index %s: %w", x.dir, err)
+	}
+	return nil
+}
+
+// LoadVectors adds msgs to the vector side only. Call it at start-up, before
+// the first Apply, with every vector of the store (Store.ForEachVector), in
+// chunks of any size; then apply the changes after Watermark.
+func (x *Index) LoadVectors(ctx context.Context, msgs []*memory.Message) error {
+	if x.closed.Load() {
+		return errClosed
+	}
+	if err := x.vec.upsert(msgs); err != nil {
+		return fmt.Errorf("load vectors into index %s: %w", x.dir, err)
+	}
+	return nil
+}
+
+// Watermark is the Seq of the last change applied; 0 for a new index.
+func (x *Index) Watermark() (uint64, error) {
+	if x.closed.Load() {
+		return 0, errClosed
+	}
+	v, err := x.text.GetInternal(watermarkKey)
+	if err != nil {
+		return 0, fmt.Errorf("read watermark of index %s: %w", x.dir, err)
+	}
+	if len(v) == 0 {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("read watermark of index %s: %w: %d bytes", x.dir, ErrCorrupt, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// Count returns how many documents the text and vector sides hold.
+func (x *Index) Count() (text, vector uint64, err error) {
+	if x.closed.Load() {
+		return 0, 0, errClosed
+	}
+	text, err = x.text.DocCount()
+	if err != nil {
+		return 0, 0, fmt.Errorf("count index %s: %w", x.dir, err)
+	}
+	return text, x.vec.count(), nil
+}

@@ -1,0 +1,137 @@
+package index
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+// TestLoCoMo measures text-side recall on the LoCoMo dev set (turn level,
+// adversarial questions skipped, as bench/score.py does). It runs only when
+// CTXD_LOCOMO names the directory holding turns.jsonl and questions.jsonl:
+//
+//	CTXD_LOCOMO=/work/shared/bench/locomo-dev go test -run LoCoMo -v ./index/
+//
+// Figures: see the comment on DefaultNameBoost.
+func TestLoCoMo(t *testing.T) {
+	dir := os.Getenv("CTXD_LOCOMO")
+	if dir == "" {
+		t.Skip("CTXD_LOCOMO not set")
+	}
+	turns := readJSONL[locomoTurn](t, filepath.Join(dir, "turns.jsonl"))
+	questions := readJSONL[locomoQuestion](t, filepath.Join(dir, "questions.jsonl"))
+
+	variants := []struct {
+		name string
+		opts Options
+	}{
+		{"text only", Options{NameBoost: -1, WhenBoost: -1}},
+		{"text+name", Options{WhenBoost: -1}},
+		{"text+when", Options{NameBoost: -1}},
+		{"defaults", Options{}},
+		{"name 0.5 when 0.5", Options{NameBoost: 0.5, WhenBoost: 0.5}},
+		{"name 1.5 when 1", Options{NameBoost: 1.5, WhenBoost: 1}},
+	}
+	for _, v := range variants {
+		x := openTest(t, v.opts)
+		var msgs []*memory.Message
+		for i, tr := range turns {
+			ts, err := time.Parse("2006-01-02T15:04:05", tr.SessionTS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			role := memory.RoleUser
+			if i%2 == 1 {
+				role = memory.RoleAssistant
+			}
+			msgs = append(msgs, &memory.Message{
+				ID: tr.TurnID + "@" + tr.ConvID, Tenant: "bench", SessionID: tr.ConvID, Role: role,
+				Name: tr.Speaker, Content: tr.Text, CreatedAt: ts, State: memory.StateActive,
+			})
+		}
+		mustApply(t, x, memory.IndexBatch{Upserts: msgs, Watermark: 1})
+
+		recall := map[string][]float64{}
+		for _, q := range questions {
+			if q.Adversarial || len(q.Evidence) == 0 {
+				continue
+			}
+			hits := mustSearch(t, x, memory.SearchQuery{Tenant: "bench", Sessions: []string{q.ConvID}, Text: q.Question, K: 10, Mode: memory.ModeText})
+			found := 0
+			for _, e := range q.Evidence {
+				if slices.ContainsFunc(hits, func(h memory.Hit) bool { return strings.HasPrefix(h.ID, e+"@") }) {
+					found++
+				}
+			}
+			r := 0.0
+			if len(q.Evidence) > 0 {
+				r = float64(found) / float64(len(q.Evidence))
+			}
+			recall[q.Category] = append(recall[q.Category], r)
+			recall["overall"] = append(recall["overall"], r)
+		}
+		var b strings.Builder
+		for _, c := range []string{"single-hop", "multi-hop", "temporal", "open-domain", "overall"} {
+			fmt.Fprintf(&b, " %s %.1f (n=%d)", c, 100*mean(recall[c]), len(recall[c]))
+		}
+		t.Logf("%-20s R@10:%s", v.name, b.String())
+	}
+}
+
+type locomoTurn struct {
+	ConvID    string `json:"conv_id"`
+	SessionTS string `json:"session_ts"`
+	TurnID    string `json:"turn_id"`
+	Speaker   string `json:"speaker"`
+	Text      string `json:"text"`
+}
+
+type locomoQuestion struct {
+	ConvID      string   `json:"conv_id"`
+	Question    string   `json:"question"`
+	Category    string   `json:"category_name"`
+	Adversarial bool     `json:"adversarial"`
+	Evidence    []string `json:"evidence"`
+}
+
+func readJSONL[T any](t *testing.T, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}

@@ -1,0 +1,178 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	bindex "github.com/blevesearch/bleve_index_api"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+// Snippets: a fragment of about snippetRunes runes of the message text, with
+// the matched words between markOpen and markClose.
+const (
+	snippetRunes = 150
+	markOpen     = "«"
+	markClose    = "»"
+)
+
+// Search returns the best K hits for q, best first. Hybrid (the default) ranks
+// candidates of both sides by fused score; it falls back to one side when q
+// has only text or only a vector. TextScore and VectorScore are each side's
+// score min-max normalised over that side's candidates for this query (0 when
+// the side did not find the document); Score is the fused score in hybrid
+// mode and the one side's normalised score otherwise. Since and Until are
+// inclusive.
+func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit, error) {
+	if x.closed.Load() {
+		return nil, errClosed
+	}
+	if q.Tenant == "" {
+		return nil, memory.Errorf(memory.EINVALID, "search: tenant is required")
+	}
+	k := q.K
+	if k <= 0 {
+		k = DefaultK
+	}
+	k = min(k, MaxK)
+	useText := strings.TrimSpace(q.Text) != ""
+	useVec := len(q.Vector) > 0
+	switch q.Mode {
+	case memory.ModeText:
+		useVec = false
+		if !useText {
+			return nil, memory.Errorf(memory.EINVALID, "search: text mode needs a query text")
+		}
+	case memory.ModeVector:
+		useText = false
+		if !useVec {
+			return nil, memory.Errorf(memory.EINVALID, "search: vector mode needs a query vector")
+		}
+	case memory.ModeHybrid, "":
+		if !useText && !useVec {
+			return nil, memory.Errorf(memory.EINVALID, "search: a query text or vector is required")
+		}
+	default:
+		return nil, memory.Errorf(memory.EINVALID, "search: mode %q is not one of hybrid, text, vector", q.Mode)
+	}
+	n := max(x.opts.CandidateFactor*k, x.opts.MinCandidates)
+
+	var ts []textCandidate
+	var vs []vectorCandidate
+	var terr, verr error
+	done := make(chan struct{})
+	if useVec {
+		go func() {
+			defer close(done)
+			vs, verr = x.vec.search(ctx, &q, n, x.opts.VectorParallelism)
+		}()
+	} else {
+		close(done)
+	}
+	if useText {
+		ts, terr = x.searchText(ctx, &q, n)
+	}
+	<-done
+	if terr != nil {
+		return nil, terr
+	}
+	if verr != nil {
+		return nil, verr
+	}
+
+	cs := fuse(ts, vs, &x.opts)
+	if len(cs) > k {
+		cs = cs[:k]
+	}
+	return x.hits(cs, q.Highlight)
+}
+
+// hits turns the final candidates into memory.Hits, loading from Bleve what
+// they lack: the session of a text-only hit and the text of a snippet. A text
+// hit deleted since the search is left out.
+func (x *Index) hits(cs []*candidate, highlight bool) ([]memory.Hit, error) {
+	out := make([]memory.Hit, 0, len(cs))
+	var r bindex.IndexReader
+	defer func() {
+		if r != nil {
+			_ = r.Close()
+		}
+	}()
+	for _, c := range cs {
+		h := memory.Hit{ID: c.id, SessionID: c.session, Score: c.score, TextScore: c.text, VectorScore: c.vector}
+		if h.SessionID != "" && !highlight {
+			out = append(out, h)
+			continue
+		}
+		if r == nil {
+			adv, err := x.text.Advanced()
+			if err != nil {
+				return nil, fmt.Errorf("search: %w", err)
+			}
+			if r, err = adv.Reader(); err != nil {
+				return nil, fmt.Errorf("search: %w", err)
+			}
+		}
+		doc, err := r.Document(c.id)
+		if err != nil {
+			return nil, fmt.Errorf("search: load %s: %w", c.id, err)
+		}
+		if doc == nil {
+			if h.SessionID == "" {
+				continue
+			}
+			out = append(out, h) // a vector hit not (yet) on the text side
+			continue
+		}
+		var text string
+		doc.VisitFields(func(f bindex.Field) {
+			switch f.Name() {
+			case fieldSession:
+				if h.SessionID == "" {
+					h.SessionID = string(f.Value())
+				}
+			case fieldText:
+				text = string(f.Value())
+			}
+		})
+		if highlight {
+			if c.dm != nil {
+				h.Highlight = cleanSnippet(x.hl.BestFragmentInField(c.dm, doc, fieldText))
+			} else {
+				h.Highlight = leadSnippet(text)
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// cleanSnippet folds a fragment's line breaks and runs of spaces into single
+// spaces: a snippet is shown on one line.
+func cleanSnippet(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// leadSnippet is the start of text, cut at a word boundary, for a hit that
+// matched no words (found by its vector only).
+func leadSnippet(text string) string {
+	text = cleanSnippet(text)
+	if utf8.RuneCountInString(text) <= snippetRunes {
+		return text
+	}
+	cut, n := 0, 0
+	for i := range text {
+		if n == snippetRunes {
+			cut = i
+			break
+		}
+		n++
+	}
+	if sp := strings.LastIndexByte(text[:cut], ' '); sp > cut/2 {
+		cut = sp
+	}
+	return text[:cut] + "…"
+}

@@ -1,0 +1,330 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
+	bindex "github.com/blevesearch/bleve_index_api"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+// Field names of the Bleve document.
+const (
+	fieldID        = "id"
+	fieldSession   = "session_id"
+	fieldTenant    = "tenant"
+	fieldRole      = "role"
+	fieldName      = "name"
+	fieldState     = "state"
+	fieldKind      = "kind"
+	fieldImportant = "important"
+	fieldCreatedAt = "created_at"
+	fieldTokens    = "tokens"
+	fieldText      = "text"
+	fieldWhen      = "when"
+)
+
+// analyzerName is the prose analyzer. Snowball rather than the "en" analyzer's
+// Porter stemmer: Porter keeps "deployment" apart from "deploy".
+const analyzerName = "ctxd_en"
+
+// textDoc is what Bleve indexes for one message; the json tags are the field
+// names the mapping declares.
+type textDoc struct {
+	ID        string    `json:"id"`
+	SessionID string    `json:"session_id"`
+	Tenant    string    `json:"tenant"`
+	Role      string    `json:"role"`
+	Name      string    `json:"name"`
+	State     string    `json:"state"`
+	Kind      string    `json:"kind"`
+	Important bool      `json:"important"`
+	CreatedAt time.Time `json:"created_at"`
+	Tokens    float64   `json:"tokens"`
+	Text      string    `json:"text"`
+	When      string    `json:"when"`
+}
+
+func newTextDoc(m *memory.Message, loc *time.Location) *textDoc {
+	return &textDoc{
+		ID:        m.ID,
+		SessionID: m.SessionID,
+		Tenant:    m.Tenant,
+		Role:      string(m.Role),
+		Name:      m.Name,
+		State:     string(m.State),
+		Kind:      m.Kind,
+		Important: m.Important,
+		CreatedAt: m.CreatedAt,
+		Tokens:    float64(m.Tokens),
+		Text:      messageText(m),
+		When:      whenWords(m.CreatedAt, loc),
+	}
+}
+
+// messageText is the searchable text of a message: its content and, for an
+// assistant's tool calls, the function names and arguments (an agent searches
+// for "what did I pass to deploy_service" as often as for prose).
+func messageText(m *memory.Message) string {
+	if len(m.ToolCalls) == 0 {
+		return m.Content
+	}
+	var b strings.Builder
+	b.WriteString(m.Content)
+	for _, tc := range m.ToolCalls {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(tc.Function.Name)
+		if tc.Function.Arguments != "" {
+			b.WriteByte(' ')
+			b.WriteString(tc.Function.Arguments)
+		}
+	}
+	return b.String()
+}
+
+// whenWords spells a time the way people ask about it ("7 May 2023 Sunday
+// afternoon"): questions name dates in words, and RETRIEVAL.md measured that
+// having them in the indexed text helps on LoCoMo's temporal questions.
+func whenWords(t time.Time, loc *time.Location) string {
+	if t.IsZero() {
+		return ""
+	}
+	t = t.In(loc)
+	var part string
+	switch h := t.Hour(); {
+	case h >= 5 && h < 12:
+		part = "morning"
+	case h >= 12 && h < 17:
+		part = "afternoon"
+	case h >= 17 && h < 21:
+		part = "evening"
+	default:
+		part = "night"
+	}
+	return fmt.Sprintf("%d %s %d %s %s", t.Day(), t.Month(), t.Year(), t.Weekday(), part)
+}
+
+// newMapping is the index mapping. Changing it changes what is on disk: bump
+// schemaVersion so that old indexes are reported as needing a rebuild.
+func newMapping() (*mapping.IndexMappingImpl, error) {
+	im := bleve.NewIndexMapping()
+	err := im.AddCustomAnalyzer(analyzerName, map[string]any{
+		"type":          custom.Name,
+		"tokenizer":     unicode.Name,
+		"token_filters": []string{lowercase.Name, en.StopName, en.SnowballStemmerName},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index mapping: %w", err)
+	}
+	im.ScoringModel = bindex.BM25Scoring
+	im.DefaultAnalyzer = analyzerName
+	im.DefaultField = fieldText
+	im.StoreDynamic = false
+	im.IndexDynamic = false
+	im.DocValuesDynamic = false
+
+	keywordField := func(store bool) *mapping.FieldMapping {
+		f := bleve.NewKeywordFieldMapping()
+		f.Store = store
+		f.IncludeTermVectors = false
+		f.IncludeInAll = false
+		f.DocValues = false
+		return f
+	}
+	prose := func(store, vectors bool) *mapping.FieldMapping {
+		f := bleve.NewTextFieldMapping()
+		f.Analyzer = analyzerName
+		f.Store = store
+		f.IncludeTermVectors = vectors
+		f.IncludeInAll = false
+		f.DocValues = false
+		return f
+	}
+	plain := func(f *mapping.FieldMapping) *mapping.FieldMapping {
+		f.Store = false
+		f.IncludeInAll = false
+		return f
+	}
+
+	dm := bleve.NewDocumentStaticMapping()
+	dm.AddFieldMappingsAt(fieldID, keywordField(false))
+	// session_id is stored: a text hit needs it and the vector side does not
+	// know it for hits it did not find.
+	dm.AddFieldMappingsAt(fieldSession, keywordField(true))
+	dm.AddFieldMappingsAt(fieldTenant, keywordField(false))
+	dm.AddFieldMappingsAt(fieldRole, keywordField(false))
+	dm.AddFieldMappingsAt(fieldState, keywordField(false))
+	dm.AddFieldMappingsAt(fieldKind, keywordField(false))
+	dm.AddFieldMappingsAt(fieldName, prose(false, false))
+	// text is stored with term vectors: snippets are cut from it.
+	dm.AddFieldMappingsAt(fieldText, prose(true, true))
+	dm.AddFieldMappingsAt(fieldWhen, prose(false, false))
+	dm.AddFieldMappingsAt(fieldImportant, plain(bleve.NewBooleanFieldMapping()))
+	dm.AddFieldMappingsAt(fieldCreatedAt, plain(bleve.NewDateTimeFieldMapping()))
+	dm.AddFieldMappingsAt(fieldTokens, plain(bleve.NewNumericFieldMapping()))
+	im.DefaultMapping = dm
+	return im, nil
+}
+
+// filterTerm is an exact-match filter that adds nothing to the score: inside a
+// ConjunctionQuery every conjunct scores, and a session_id term would favour
+// small sessions (rare term, high idf) in a cross-session search. Boost 0 works
+// because the conjunction sets a query norm on every child, which multiplies
+// the child's score by its boost.
+func filterTerm(field, value string) query.Query {
+	q := bleve.NewTermQuery(value)
+	q.SetField(field)
+	q.SetBoost(0)
+	return q
+}
+
+func filterAnyOf(field string, values []string) query.Query {
+	if len(values) == 1 {
+		return filterTerm(field, values[0])
+	}
+	qs := make([]query.Query, len(values))
+	for i, v := range values {
+		qs[i] = filterTerm(field, v)
+	}
+	d := bleve.NewDisjunctionQuery(qs...)
+	d.SetBoost(0)
+	return d
+}
+
+// filterQueries are the conjuncts that scope a search: tenant always, then the
+// optional session, state and time filters.
+func filterQueries(q *memory.SearchQuery) []query.Query {
+	fs := []query.Query{filterTerm(fieldTenant, q.Tenant)}
+	if len(q.Sessions) > 0 {
+		fs = append(fs, filterAnyOf(fieldSession, q.Sessions))
+	}
+	if len(q.States) > 0 {
+		states := make([]string, len(q.States))
+		for i, s := range q.States {
+			states[i] = string(s)
+		}
+		fs = append(fs, filterAnyOf(fieldState, states))
+	}
+	if !q.Since.IsZero() || !q.Until.IsZero() {
+		incl := true
+		dq := bleve.NewDateRangeInclusiveQuery(q.Since, q.Until, &incl, &incl)
+		dq.SetField(fieldCreatedAt)
+		fs = append(fs, dq)
+	}
+	for i, f := range fs {
+		fs[i] = unscored{f}
+	}
+	return fs
+}
+
+// scopedQuery is the text query restricted to q's tenant, sessions, states
+// and times.
+func (x *Index) scopedQuery(q *memory.SearchQuery) query.Query {
+	return bleve.NewConjunctionQuery(append([]query.Query{x.textQuery(q.Text)}, filterQueries(q)...)...)
+}
+
+// unscored runs a filter without scores or term vectors. Bleve then folds a
+// disjunction of terms into one bitmap iterator; a date range is a
+// disjunction of a hundred or so prefix terms, which the conjunction would
+// otherwise advance one by one for every candidate. At 100k documents the
+// time filter cost ~6 ms p50 scored (reading created_at from doc values
+// instead cost more still: chunk decompression); unscored: see
+// BenchmarkSearch .../hybrid+since.
+type unscored struct{ query.Query }
+
+func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.IndexMapping, o search.SearcherOptions) (search.Searcher, error) {
+	o.Score = bleve.ScoreNone
+	o.IncludeTermVectors = false
+	return u.Query.Searcher(ctx, r, m, o)
+}
+
+// textQuery matches the words of the query against the message text, the
+// author's name and the date words. The text clause carries the weight; the
+// others are tie-breakers that lift "what did Caroline say in May".
+func (x *Index) textQuery(text string) query.Query {
+	clause := func(field string, boost float64) query.Query {
+		m := bleve.NewMatchQuery(text)
+		m.SetField(field)
+		m.Analyzer = analyzerName
+		m.SetBoost(boost)
+		return m
+	}
+	qs := []query.Query{clause(fieldText, 1)}
+	if x.opts.NameBoost > 0 {
+		qs = append(qs, clause(fieldName, x.opts.NameBoost))
+	}
+	if x.opts.WhenBoost > 0 {
+		qs = append(qs, clause(fieldWhen, x.opts.WhenBoost))
+	}
+	if len(qs) == 1 {
+		return qs[0]
+	}
+	return bleve.NewDisjunctionQuery(qs...)
+}
+
+// textCandidate is one hit of the text side.
+type textCandidate struct {
+	id    string
+	score float64
+	dm    *search.DocumentMatch // kept for highlighting
+}
+
+// searchText returns up to n best text hits for q.
+func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, n int) ([]textCandidate, error) {
+	req := bleve.NewSearchRequestOptions(x.scopedQuery(q), n, 0, false)
+	req.IncludeLocations = q.Highlight
+	res, err := x.text.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("text search: %w", err)
+	}
+	out := make([]textCandidate, len(res.Hits))
+	for i, h := range res.Hits {
+		out[i] = textCandidate{id: h.ID, score: h.Score, dm: h}
+	}
+	return out, nil
+}
+
+// sessionDocIDs lists the ids of every document of one session. It pages with
+// SearchAfter so a session of any size is found without deep From offsets.
+func (x *Index) sessionDocIDs(ctx context.Context, s memory.SessionRef) ([]string, error) {
+	page := sessionPage
+	q := bleve.NewConjunctionQuery(filterTerm(fieldTenant, s.Tenant), filterTerm(fieldSession, s.ID))
+	var ids []string
+	var after []string
+	for {
+		req := bleve.NewSearchRequestOptions(q, page, 0, false)
+		req.SortBy([]string{"_id"})
+		req.Score = bleve.ScoreNone
+		if after != nil {
+			req.SearchAfter = after
+		}
+		res, err := x.text.SearchInContext(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("list session %s/%s: %w", s.Tenant, s.ID, err)
+		}
+		for _, h := range res.Hits {
+			ids = append(ids, h.ID)
+		}
+		if len(res.Hits) < page {
+			return ids, nil
+		}
+		after = []string{res.Hits[len(res.Hits)-1].ID}
+	}
+}
+
+// sessionPage is how many ids one listing query of sessionDocIDs returns; a
+// variable so tests can make sessions span pages.
+var sessionPage = 5000
