@@ -33,9 +33,13 @@ func (s *Service) Recover(ctx context.Context, sessionID, messageID, prompt stri
 // recoverLocked recovers messages in one transaction; the caller holds the
 // session's lock. Unknown ids are ENOTFOUND.
 func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, ids []string, prompt string, scores map[string]float64) ([]*Message, error) {
+	ids, err := s.withToolGroups(ctx, tenant, sessionID, ids)
+	if err != nil {
+		return nil, err
+	}
 	var out, changed []*Message
 	now := s.Now().UTC()
-	_, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
+	_, err = s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
 		out, changed = out[:0], changed[:0]
 		for _, id := range ids {
 			m, err := tx.Message(id)
@@ -65,6 +69,42 @@ func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, i
 			"score": scores[m.ID], "prompt": truncate(prompt, maxPromptAtDrop), "tokens": m.Tokens, "at": now})
 	}
 	s.rewriteColdMirror(ctx, tenant, sessionID)
+	return out, nil
+}
+
+// withToolGroups widens ids to whole tool-call groups: a tool result comes
+// back with the call that asked for it, and a call with all its results.
+func (s *Service) withToolGroups(ctx context.Context, tenant, sessionID string, ids []string) ([]string, error) {
+	msgs, err := s.Store.MessagesByID(ctx, tenant, ids, false)
+	if err != nil {
+		return nil, err
+	}
+	found := map[string]*Message{}
+	for _, m := range msgs {
+		if m.SessionID == sessionID {
+			found[m.ID] = m
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		m := found[id]
+		if m == nil {
+			return nil, Errorf(ENOTFOUND, "message %s not found in session %s", id, sessionID)
+		}
+		group := []*Message{m}
+		if m.Role == RoleTool || len(m.ToolCalls) > 0 {
+			if group, err = s.coldGroup(ctx, tenant, sessionID, m, false); err != nil {
+				return nil, err
+			}
+		}
+		for _, g := range group {
+			if !seen[g.ID] {
+				seen[g.ID] = true
+				out = append(out, g.ID)
+			}
+		}
+	}
 	return out, nil
 }
 

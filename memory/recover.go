@@ -39,7 +39,7 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 		if seen[m.Seq] || !(m.State == StateDropped || m.State == StateSummarized) {
 			continue
 		}
-		group, err := s.coldGroup(ctx, sess, m, b.s.RecoverNext)
+		group, err := s.coldGroup(ctx, sess.Tenant, sess.ID, m, b.s.RecoverNext)
 		if err != nil {
 			return err
 		}
@@ -48,14 +48,19 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 			if inWindow[g.Seq] || seen[g.Seq] {
 				continue
 			}
-			seen[g.Seq] = true
 			u.msgs = append(u.msgs, g)
 			u.tokens += b.cost(g)
+		}
+		// Half a tool group cannot be sent; a group whose other half is in
+		// the window already is left to that half.
+		if len(u.msgs) == 0 || !u.complete() {
+			continue
+		}
+		for _, g := range u.msgs {
+			seen[g.Seq] = true
 			all = append(all, g)
 		}
-		if len(u.msgs) > 0 {
-			units = append(units, u)
-		}
+		units = append(units, u)
 	}
 	docs := append(append([]*Message{}, b.window...), all...)
 	sort.SliceStable(docs, func(i, j int) bool { return docs[i].Position() < docs[j].Position() })
@@ -78,13 +83,13 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 // coldGroup is a cold message with what must come back with it: the rest of
 // its tool-call group, and (withNext) the turn right after it, which in a
 // conversation often holds the answer to what the matched turn raised.
-func (s *Service) coldGroup(ctx context.Context, sess *Session, m *Message, withNext bool) ([]*Message, error) {
+func (s *Service) coldGroup(ctx context.Context, tenant, sessionID string, m *Message, withNext bool) ([]*Message, error) {
 	const reach = 16
 	after := uint64(0)
 	if m.Seq > reach {
 		after = m.Seq - reach
 	}
-	near, err := s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{AfterSeq: after, Limit: 2*reach + 1})
+	near, err := s.Store.Messages(ctx, tenant, sessionID, MessageQuery{AfterSeq: after, Limit: 2*reach + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +100,8 @@ func (s *Service) coldGroup(ctx context.Context, sess *Session, m *Message, with
 				continue
 			}
 			group := u.msgs
-			if withNext && i+1 < len(units) && len(units[i+1].msgs) == 1 && !units[i+1].msgs[0].InWindow() {
-				group = append(append([]*Message{}, group...), units[i+1].msgs[0])
+			if next := i + 1; withNext && next < len(units) && len(units[next].msgs) == 1 && units[next].complete() && !units[next].msgs[0].InWindow() {
+				group = append(append([]*Message{}, group...), units[next].msgs[0])
 			}
 			return group, nil
 		}

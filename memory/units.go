@@ -48,10 +48,15 @@ func protect(units []*unit, keepRecent int) {
 	firstUser := true
 	// The last keepRecent messages, widened to whole units: a tool group
 	// straddling the boundary is protected with its recent part.
+	// Summaries are not turns: they neither count toward nor get the
+	// recent protection, so a compaction's own summaries cannot shift
+	// which turns are recent.
 	recentFrom := len(units)
 	for n := 0; recentFrom > 0 && n < keepRecent; {
 		recentFrom--
-		n += len(units[recentFrom].msgs)
+		if !units[recentFrom].msgs[0].IsSummary() {
+			n += len(units[recentFrom].msgs)
+		}
 	}
 	for i, u := range units {
 		for _, m := range u.msgs {
@@ -64,7 +69,7 @@ func protect(units []*unit, keepRecent int) {
 				u.protected = "important"
 			case m.Role == RoleUser && firstUser:
 				u.protected = "first_user_message"
-			case i >= recentFrom:
+			case i >= recentFrom && !m.IsSummary():
 				u.protected = "recent"
 			}
 			if m.Role == RoleUser {
@@ -98,4 +103,26 @@ func summaryRuns(units []*unit) [][]*unit {
 		runs = append(runs, cur)
 	}
 	return runs
+}
+
+// complete reports whether a unit can be sent as is: no tool result without
+// the call before it, no call without all its results.
+func (u *unit) complete() bool {
+	first := u.msgs[0]
+	if first.Role == RoleTool {
+		return false
+	}
+	if first.Role != RoleAssistant || len(first.ToolCalls) == 0 {
+		return true
+	}
+	answered := map[string]bool{}
+	for _, m := range u.msgs[1:] {
+		answered[m.ToolCallID] = true
+	}
+	for _, tc := range first.ToolCalls {
+		if !answered[tc.ID] {
+			return false
+		}
+	}
+	return true
 }

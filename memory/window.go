@@ -102,7 +102,22 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if err != nil {
 		return nil, err
 	}
-	return b.build(ctx)
+	res, err := b.build(ctx)
+	if err != nil || len(res.Recovered) == 0 {
+		return res, err
+	}
+	// Recoveries grow the working window; compact now, against this prompt
+	// (so what was just recovered scores high), rather than at the last
+	// moment. The window already built is unaffected.
+	if sess, err = s.Store.Session(ctx, tenant, sessionID); err == nil {
+		if st := s.status(sess).State; st == WindowCompactionDue || st == WindowOverLimit {
+			_, err = s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: req.Prompt, Trigger: TriggerAuto})
+		}
+	}
+	if err != nil {
+		s.Logger.Error("compaction after recovery failed", "session", sessionID, "err", err)
+	}
+	return res, nil
 }
 
 type windowBuilder struct {
@@ -134,7 +149,13 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 		return nil, err
 	}
 	sort.SliceStable(b.window, func(i, j int) bool { return b.window[i].Position() < b.window[j].Position() })
-	b.units = groupUnits(b.window, b.cost)
+	// A unit missing part of its tool group (an older store, or a crash
+	// between writes) cannot be sent: leave it out of every level.
+	for _, u := range groupUnits(b.window, b.cost) {
+		if u.complete() {
+			b.units = append(b.units, u)
+		}
+	}
 	promptTokens := 0
 	if strings.TrimSpace(req.Prompt) != "" {
 		if promptTokens, err = MessageTokens(s.Tokenizer, sess.Encoding, &Message{Role: RoleUser, Content: req.Prompt}); err != nil {

@@ -14,16 +14,16 @@ import (
 // mentions; the vocabulary follows.
 type refIndex struct {
 	vocab  *termTable
-	text   []byte   // every term's text, end to end
-	ends   []uint32 // term t's text is text[ends[t-1]:ends[t]]; "@id" for a mention
-	hashes []uint64 // by term id, to merge shards without hashing again
-	df     []int32  // documents of the session holding the term
-	last   []int32  // the document that last added the term, to dedupe
-	pos    []int32  // where in flat that document put it
-	flat   []uint32 // term id << 4 | kind
-	starts []int32  // document d holds flat[starts[d]:starts[d+1]]
+	text   []byte     // every term's text, end to end
+	ends   []uint32   // term t's text is text[ends[t-1]:ends[t]]; "@id" for a mention
+	hashes []uint64   // by term id, to merge shards without hashing again
+	stats  []termStat // by term id
+	seen   []seen     // by term id: where it was last added, to dedupe
+	flat   []uint32   // term id << 4 | kind
+	starts []int32    // document d holds flat[starts[d]:starts[d+1]]
 
 	ids          map[string]uint32 // lower-case message id → mention term id
+	candMention  []uint32          // by candidate: its mention term id, 0 if none
 	idMin, idMax int
 	mentions     uint32 // term ids 1..mentions are mentions
 
@@ -32,7 +32,20 @@ type refIndex struct {
 	sc       scanner
 }
 
-const stopTerm = 0
+// termStat counts the messages holding a term: all of the session's, and
+// (filled by references) those later than the candidate at hand. Together,
+// so that reading both costs one cache miss.
+type termStat struct{ df, later int32 }
+
+// seen is where a term was last added: by which document, and where in
+// flat. Together, so that checking costs one cache miss.
+type seen struct{ doc, pos int32 }
+
+const (
+	stopTerm = 0
+	// maxTerms keeps term ids within flat's 28 bits. No session comes near.
+	maxTerms = 1<<28 - 1
+)
 
 // Shards below this much text are not worth a goroutine.
 const minShardBytes = 256 << 10
@@ -53,16 +66,19 @@ func buildIndex(all []Doc, cands []Candidate, shards int) *refIndex {
 	ids := map[string]uint32{}
 	idMin, idMax := math.MaxInt, 0
 	var names [][]byte
-	for _, c := range cands {
+	candMention := make([]uint32, len(cands))
+	for i, c := range cands {
 		if len(c.ID) < minIDLen || len(c.ID) > maxField {
 			continue
 		}
 		key := strings.ToLower(c.ID)
-		if _, ok := ids[key]; ok {
+		if tid, ok := ids[key]; ok {
+			candMention[i] = tid
 			continue
 		}
 		names = append(names, []byte("@"+c.ID))
 		ids[key] = uint32(len(names))
+		candMention[i] = uint32(len(names))
 		idMin, idMax = min(idMin, len(key)), max(idMax, len(key))
 	}
 	size := 0
@@ -98,16 +114,17 @@ func buildIndex(all []Doc, cands []Candidate, shards int) *refIndex {
 		x.merge(p)
 	}
 	x.counting = false
-	x.df = make([]int32, len(x.ends))
+	x.candMention = candMention
+	x.stats = make([]termStat, len(x.ends))
 	for _, e := range x.flat {
-		x.df[e>>4]++
+		x.stats[e>>4].df++
 	}
 	return x
 }
 
 func newRefIndex(seed maphash.Seed, ids map[string]uint32, idMin, idMax int, names [][]byte, terms int) *refIndex {
 	x := &refIndex{
-		vocab:    newTermTable(seed, terms/8),
+		vocab:    newTermTable(seed, terms/32),
 		flat:     make([]uint32, 0, terms),
 		ids:      ids,
 		idMin:    idMin,
@@ -131,8 +148,7 @@ func (x *refIndex) newTerm(w []byte, h uint64) uint32 {
 	x.text = append(x.text, w...)
 	x.ends = append(x.ends, uint32(len(x.text)))
 	x.hashes = append(x.hashes, h)
-	x.last = append(x.last, -1)
-	x.pos = append(x.pos, 0)
+	x.seen = append(x.seen, seen{-1, 0})
 	return tid
 }
 
@@ -169,7 +185,7 @@ func (x *refIndex) add(key []byte, k Kind) {
 		return
 	}
 	if !ok {
-		if !x.counting {
+		if !x.counting || len(x.ends) > maxTerms {
 			return // in no message of the session, so in no later one
 		}
 		tid = x.newTerm(key, h)
@@ -179,15 +195,14 @@ func (x *refIndex) add(key []byte, k Kind) {
 }
 
 func (x *refIndex) put(tid uint32, k Kind) {
-	if x.last[tid] == x.cur {
-		p := x.pos[tid]
-		if kindWeight[k] > kindWeight[Kind(x.flat[p]&15)] {
-			x.flat[p] = tid<<4 | uint32(k)
+	s := &x.seen[tid]
+	if s.doc == x.cur {
+		if kindWeight[k] > kindWeight[Kind(x.flat[s.pos]&15)] {
+			x.flat[s.pos] = tid<<4 | uint32(k)
 		}
 		return
 	}
-	x.last[tid] = x.cur
-	x.pos[tid] = int32(len(x.flat))
+	*s = seen{x.cur, int32(len(x.flat))}
 	x.flat = append(x.flat, tid<<4|uint32(k))
 }
 
@@ -202,19 +217,27 @@ func (x *refIndex) merge(p *refIndex) {
 		}
 		h := p.hashes[t]
 		tid, slot, ok := x.vocab.find(h)
+		if !ok && len(x.ends) > maxTerms {
+			tid, ok = stopTerm, true // dropped below
+		}
 		if !ok {
 			tid = x.newTerm(p.term(uint32(t)), h)
 			x.vocab.insert(h, slot, tid)
 		}
 		remap[t] = tid
 	}
-	base := int32(len(x.flat))
 	x.starts = x.starts[:len(x.starts)-1] // the end mark: p's documents go on
-	for _, s := range p.starts {
-		x.starts = append(x.starts, base+s)
-	}
-	for _, e := range p.flat {
-		x.flat = append(x.flat, remap[e>>4]<<4|e&15)
+	for d, lo := range p.starts {
+		hi := int32(len(p.flat))
+		if d+1 < len(p.starts) {
+			hi = p.starts[d+1]
+		}
+		x.starts = append(x.starts, int32(len(x.flat)))
+		for _, e := range p.flat[lo:hi] {
+			if tid := remap[e>>4]; tid != stopTerm {
+				x.flat = append(x.flat, tid<<4|e&15)
+			}
+		}
 	}
 	x.starts = append(x.starts, int32(len(x.flat)))
 }

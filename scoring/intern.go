@@ -3,9 +3,9 @@ package scoring
 import "hash/maphash"
 
 // termTable interns terms by a 64-bit hash of their text. Go's map costs
-// several cache misses a lookup on a session's vocabulary (a string header,
-// then the bytes it points to); this costs about one. Two distinct terms
-// of a session share a hash with odds under 1 in 10^9 even at a million
+// several cache misses a lookup on a session's vocabulary (control word,
+// slot, then the key's bytes); this costs about one. Two distinct terms of
+// a session share a hash with odds of about 1 in 10^7 even at a million
 // terms, and then they merely count as one term.
 type termTable struct {
 	seed  maphash.Seed
@@ -19,22 +19,20 @@ type termSlot struct {
 }
 
 func newTermTable(seed maphash.Seed, size int) *termTable {
-	n := 16
+	n := 1024
 	for n < 2*size {
 		n *= 2
 	}
 	return &termTable{seed: seed, slots: make([]termSlot, n)}
 }
 
+// hash returns the hash of key, never 0.
 func (t *termTable) hash(key []byte) uint64 {
-	h := maphash.Bytes(t.seed, key)
-	if h == 0 {
-		h = 1
-	}
-	return h
+	return maphash.Bytes(t.seed, key) | 1
 }
 
-// find returns the term id stored for h, or ok false and where to insert it.
+// find returns the term id stored for hash h, or ok false and the slot to
+// insert it at.
 func (t *termTable) find(h uint64) (tid uint32, slot int, ok bool) {
 	mask := uint64(len(t.slots) - 1)
 	for i := h & mask; ; i = (i + 1) & mask {
@@ -52,20 +50,21 @@ func (t *termTable) find(h uint64) (tid uint32, slot int, ok bool) {
 func (t *termTable) insert(h uint64, slot int, tid uint32) {
 	t.slots[slot] = termSlot{h, tid}
 	t.n++
-	if 2*t.n > len(t.slots) {
-		old := t.slots
-		t.slots = make([]termSlot, 2*len(old))
-		mask := uint64(len(t.slots) - 1)
-		for _, s := range old {
-			if s.h == 0 {
-				continue
-			}
-			i := s.h & mask
-			for t.slots[i].h != 0 {
-				i = (i + 1) & mask
-			}
-			t.slots[i] = s
+	if 2*t.n <= len(t.slots) {
+		return
+	}
+	old := t.slots
+	t.slots = make([]termSlot, 2*len(old))
+	mask := uint64(len(t.slots) - 1)
+	for _, s := range old {
+		if s.h == 0 {
+			continue
 		}
+		i := s.h & mask
+		for t.slots[i].h != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = s
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strings"
 )
 
 // kindWeight is how strongly a later repetition of a term of each kind says
@@ -24,9 +23,9 @@ var kindWeight = [...]float64{
 }
 
 const (
-	// refScale is the evidence x at which references reaches 1-1/e (0.63):
-	// about two rare identifiers each repeated once, or one id mention
-	// (which alone gives 0.86).
+	// refScale is the evidence x at which references reaches 1-1/e. One
+	// new identifier repeated once (x = 1) gives 0.49, two give 0.74, an
+	// id mention alone (x = 3) 0.86.
 	refScale = 1.5
 	// rareIDF is the normalised IDF a plain word must exceed to count at
 	// all; its weight then grows linearly to full at IDF 1 (a word only
@@ -42,9 +41,8 @@ const (
 )
 
 // gain is how much c later messages repeating a term count compared with
-// one: 1, 1.5, 1.75, ... never 2. Bounded, so a term that every message
-// repeats (a project name) does not swamp the score on its own; the idf
-// keeps such terms small anyway.
+// one: 1, 1.5, 1.75, ... never 2. Bounded, so that a term every later
+// message repeats (a project name) counts no more than two that one does.
 func gain(c int32) float64 {
 	if int(c) < len(gains) {
 		return gains[c]
@@ -79,18 +77,18 @@ func references(cands []Candidate, all []Doc, shards int) []refResult {
 	x := buildIndex(all, cands, shards)
 	n := len(all)
 
-	byID := make(map[string]int, n)
-	for i, d := range all {
-		if _, ok := byID[d.ID]; !ok {
-			byID[d.ID] = i
-		}
-	}
-	// Each candidate's entries: its message's when the session holds the
-	// same text, else its own text's (lookup only: new terms cannot recur).
+	docs := newestFirst(n, func(i int) int { return all[i].Turn })
+	order := newestFirst(len(cands), func(i int) int { return cands[i].Turn })
+
+	// Each candidate's entries: its message's when the session holds it
+	// (same id, turn and text), else its own text's, looked up only: a term
+	// no message of the session has cannot be in a later one.
 	type span struct{ lo, hi int32 }
 	spans := make([]span, len(cands))
-	for i, c := range cands {
-		if d, ok := byID[c.ID]; ok && all[d].Text == c.Text {
+	for i := range cands {
+		c := &cands[i]
+		d := findDoc(all, docs, c)
+		if d >= 0 {
 			spans[i] = span{x.starts[d], x.starts[d+1]}
 			continue
 		}
@@ -98,17 +96,6 @@ func references(cands []Candidate, all []Doc, shards int) []refResult {
 		x.addDoc(int32(n+i), c.Text)
 		spans[i] = span{lo, int32(len(x.flat))}
 	}
-
-	docs := make([]int, n)
-	for i := range docs {
-		docs[i] = i
-	}
-	slices.SortStableFunc(docs, func(a, b int) int { return cmp.Compare(all[b].Turn, all[a].Turn) })
-	order := make([]int, len(cands))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(cands[b].Turn, cands[a].Turn) })
 
 	// idf normalised to (0,1]: 1 for a term in one message.
 	idf := make([]float64, n+1)
@@ -118,7 +105,7 @@ func references(cands []Candidate, all []Doc, shards int) []refResult {
 	}
 	idf[0] = 1
 
-	later := make([]int32, len(x.ends))
+	stats := x.stats
 	names := map[uint32]string{} // candidates often share referenced terms
 	next := 0
 	var top topTerms
@@ -127,18 +114,27 @@ func references(cands []Candidate, all []Doc, shards int) []refResult {
 		for ; next < n && all[docs[next]].Turn > c.Turn; next++ {
 			d := docs[next]
 			for _, e := range x.flat[x.starts[d]:x.starts[d+1]] {
-				later[e>>4]++
+				stats[e>>4].later++
 			}
 		}
 		top = top[:0]
 		var sum float64
 		for _, e := range x.flat[spans[ci].lo:spans[ci].hi] {
 			tid, k := e>>4, Kind(e&15)
-			cnt := later[tid]
+			st := stats[tid]
+			cnt := st.later
 			if cnt == 0 || k == KindMention { // a mention of another message is not this one's term
 				continue
 			}
-			w := idf[min(int(x.df[tid]), n)]
+			// How distinctive the term is. Code-like terms: by the messages
+			// that used it up to this one, so the message that brought an
+			// identifier in gets the credit and more repeats never lower it.
+			// Words and numbers collide by chance: by the whole session.
+			df := st.df
+			if k != KindWord && k != KindNumber {
+				df -= cnt
+			}
+			w := idf[min(max(int(df), 1), n)]
 			if k == KindWord {
 				if w <= rareIDF {
 					continue
@@ -149,8 +145,8 @@ func references(cands []Candidate, all []Doc, shards int) []refResult {
 			sum += v
 			top.add(tid, v)
 		}
-		if tid, ok := x.ids[strings.ToLower(c.ID)]; ok && later[tid] > 0 {
-			v := kindWeight[KindMention] * gain(later[tid])
+		if tid := x.candMention[ci]; tid != 0 && stats[tid].later > 0 {
+			v := kindWeight[KindMention] * gain(stats[tid].later)
 			sum += v
 			top.add(tid, v)
 		}
@@ -168,6 +164,38 @@ func references(cands []Candidate, all []Doc, shards int) []refResult {
 		}
 	}
 	return out
+}
+
+// newestFirst returns 0..n-1 ordered by decreasing turn (ties in any
+// order: they count alike). Sessions come in order, so that is usually a
+// plain reversal.
+func newestFirst(n int, turn func(int) int) []int {
+	out := make([]int, n)
+	sorted := true
+	for i := range out {
+		out[i] = n - 1 - i
+		sorted = sorted && (i == 0 || turn(i-1) <= turn(i))
+	}
+	if sorted {
+		return out
+	}
+	for i := range out {
+		out[i] = i
+	}
+	slices.SortStableFunc(out, func(a, b int) int { return cmp.Compare(turn(b), turn(a)) })
+	return out
+}
+
+// findDoc returns the index in all of the message that is candidate c, or
+// -1; docs is all's indices newest first.
+func findDoc(all []Doc, docs []int, c *Candidate) int {
+	j, _ := slices.BinarySearchFunc(docs, c.Turn, func(d, turn int) int { return cmp.Compare(turn, all[d].Turn) })
+	for ; j < len(docs) && all[docs[j]].Turn == c.Turn; j++ {
+		if d := &all[docs[j]]; d.ID == c.ID && d.Text == c.Text {
+			return docs[j]
+		}
+	}
+	return -1
 }
 
 // topTerms keeps the maxReferenced strongest contributions, strongest first.
