@@ -112,7 +112,10 @@ func (s *Server) search(c echo.Context) error {
 	if err := s.decode(c, &in); err != nil {
 		return err
 	}
-	req := memory.SearchRequest{Query: in.Query, Sessions: in.Sessions, K: in.K, Mode: in.Mode}
+	req := memory.SearchRequest{Query: in.Query, Sessions: in.Sessions, K: in.K, Mode: in.Mode, Neighbors: s.opts.SearchNeighbors}
+	if in.Neighbors != nil {
+		req.Neighbors = *in.Neighbors
+	}
 	if in.SessionID != "" {
 		req.Sessions = append([]string{in.SessionID}, req.Sessions...)
 	}
@@ -132,7 +135,7 @@ func (s *Server) search(c echo.Context) error {
 	}
 	out := make([]searchResultOut, len(results))
 	for i, r := range results {
-		out[i] = searchResultOut{messageOut: toMessageOut(r.Message), Score: r.Score, Highlight: r.Highlight}
+		out[i] = searchResultOut{messageOut: toMessageOut(r.Message), Score: r.Score, Highlight: r.Highlight, Via: r.Via}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"results": out})
 }

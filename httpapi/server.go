@@ -24,6 +24,8 @@ type Options struct {
 	BodyLimit  int64 // bytes; DefaultBodyLimit when 0
 	Logger     *slog.Logger
 	LogContent bool // log request bodies (message content); off by default
+	// SearchNeighbors is the search's "neighbors" when a request does not say.
+	SearchNeighbors int
 }
 
 // Server is the HTTP front of a memory.Service.

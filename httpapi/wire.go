@@ -142,12 +142,14 @@ type searchIn struct {
 	States    []string `json:"states"`
 	Since     string   `json:"since"`
 	Until     string   `json:"until"`
+	Neighbors *int     `json:"neighbors"`
 }
 
 type searchResultOut struct {
 	messageOut
 	Score     float64 `json:"score"`
 	Highlight string  `json:"highlight,omitempty"`
+	Via       string  `json:"via,omitempty"`
 }
 
 type contextIn struct {

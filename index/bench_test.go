@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -137,12 +138,12 @@ func BenchmarkSearch(b *testing.B) {
 		for _, scope := range []string{"cross", "single"} {
 			for _, mode := range []string{memory.ModeHybrid, memory.ModeText, memory.ModeVector} {
 				b.Run(fmt.Sprintf("%dk/%s/%s", n/1000, scope, mode), func(b *testing.B) {
-					runSearchBench(b, buildBenchIndex(b, n, Options{}), searchVariant{scope, mode, ""})
+					runSearchBench(b, buildBenchIndex(b, n, Options{}), searchVariant{scope, mode, "", 0})
 				})
 			}
 		}
 		b.Run(fmt.Sprintf("%dk/cross/hybrid+highlight+states+since", n/1000), func(b *testing.B) {
-			runSearchBench(b, buildBenchIndex(b, n, Options{}), searchVariant{"cross", memory.ModeHybrid, "highlight+states+since"})
+			runSearchBench(b, buildBenchIndex(b, n, Options{}), searchVariant{"cross", memory.ModeHybrid, "highlight+states+since", 0})
 		})
 	}
 }
@@ -152,33 +153,38 @@ func BenchmarkSearch(b *testing.B) {
 func BenchmarkSearchMix(b *testing.B) {
 	var vs []searchVariant
 	for _, extras := range []string{"", "highlight", "states", "since", "highlight+states+since"} {
-		vs = append(vs, searchVariant{"cross", memory.ModeHybrid, extras})
+		vs = append(vs, searchVariant{"cross", memory.ModeHybrid, extras, 0})
 	}
-	vs = append(vs, searchVariant{"cross", memory.ModeText, ""}, searchVariant{"cross", memory.ModeVector, ""}, searchVariant{"single", memory.ModeHybrid, ""})
+	vs = append(vs, searchVariant{"cross", memory.ModeText, "", 0}, searchVariant{"cross", memory.ModeVector, "", 0}, searchVariant{"single", memory.ModeHybrid, "", 0})
 	runSearchBench(b, buildBenchIndex(b, 100_000, Options{}), vs...)
 }
 
 // BenchmarkVectorParallelism compares scanning the 100 collections one after
-// another with scanning them on a bounded pool.
+// another with scanning them on a bounded pool, interleaved.
 func BenchmarkVectorParallelism(b *testing.B) {
+	var vs []searchVariant
 	for _, p := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
-			bi := buildBenchIndex(b, 100_000, Options{VectorParallelism: p})
-			runSearchBench(b, bi, searchVariant{"cross", memory.ModeVector, ""})
-			bi.x.opts.VectorParallelism = DefaultVectorParallelism
-		})
+		vs = append(vs, searchVariant{"cross", memory.ModeVector, "", p}, searchVariant{"cross", memory.ModeHybrid, "", p})
 	}
+	runSearchBench(b, buildBenchIndex(b, 100_000, Options{}), vs...)
 }
 
 // searchVariant is one kind of query: scope "cross" or "single", a mode, and
 // extras naming what the queries add: "highlight", "states" (two of the
 // four), "since" (the newest 3/4).
-type searchVariant struct{ scope, mode, extras string }
+// parallel, if set, overrides Options.VectorParallelism.
+type searchVariant struct {
+	scope, mode, extras string
+	parallel            int
+}
 
 func (v searchVariant) String() string {
 	s := v.scope + "/" + v.mode
 	if v.extras != "" {
 		s += "+" + v.extras
+	}
+	if v.parallel != 0 {
+		s += fmt.Sprintf("+p%d", v.parallel)
 	}
 	return s
 }
@@ -223,9 +229,13 @@ func runSearchBench(b *testing.B, bi *benchIndex, variants ...searchVariant) {
 	for i := range b.N {
 		vi := i % len(variants)
 		q := queries[vi][(i/len(variants))%len(queries[vi])]
+		if p := variants[vi].parallel; p != 0 {
+			bi.x.opts.VectorParallelism = p
+		}
 		start := time.Now()
 		hits, err := bi.x.Search(ctx, q)
 		durs[vi] = append(durs[vi], time.Since(start))
+		bi.x.opts.VectorParallelism = runtime.GOMAXPROCS(0)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,10 +2,7 @@ package index
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -252,39 +249,6 @@ func assertCount(t *testing.T, x *Index, text, vector uint64) {
 	}
 }
 
-func TestWatermarkPersists(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "idx")
-	x, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wm, err := x.Watermark(); err != nil || wm != 0 {
-		t.Fatalf("new index: watermark %d, %v", wm, err)
-	}
-	seed(t, x)
-	mustApply(t, x, memory.IndexBatch{Watermark: 1 << 40})
-	if err := x.Close(); err != nil {
-		t.Fatal(err)
-	}
-	x, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	if wm, err := x.Watermark(); err != nil || wm != 1<<40 {
-		t.Fatalf("reopened: watermark %d, %v", wm, err)
-	}
-	// The text side is on disk, the vector side must be loaded again.
-	assertCount(t, x, 6, 0)
-	if err := x.LoadVectors(context.Background(), []*memory.Message{msg("t1", "a", "a1", "", 0)}); err != nil {
-		t.Fatal(err)
-	}
-	hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t1", Text: "billing", Vector: topicVec(0), Highlight: true})
-	if len(hits) == 0 || hits[0].ID != "a1" || hits[0].VectorScore == 0 || hits[0].TextScore == 0 {
-		t.Fatalf("hits = %+v", hits)
-	}
-}
-
 func TestStateChange(t *testing.T) {
 	x := openTest(t, Options{})
 	seed(t, x)
@@ -313,70 +277,6 @@ func TestStateChange(t *testing.T) {
 		}
 	}
 	assertCount(t, x, 6, 6)
-}
-
-func TestOpenCorrupt(t *testing.T) {
-	t.Run("BadMeta", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "idx")
-		x, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed(t, x)
-		_ = x.Close()
-		if err := os.WriteFile(filepath.Join(dir, "index_meta.json"), []byte("{garbage"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, err = Open(dir, Options{})
-		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), dir) {
-			t.Fatalf("err = %v, want ErrCorrupt naming the dir", err)
-		}
-		if err := Remove(dir); err != nil {
-			t.Fatal(err)
-		}
-		x, err = Open(dir, Options{})
-		if err != nil {
-			t.Fatalf("after Remove: %v", err)
-		}
-		_ = x.Close()
-	})
-	t.Run("BadRoot", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "idx")
-		x, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed(t, x)
-		_ = x.Close()
-		root := filepath.Join(dir, "store", "root.bolt")
-		if err := os.WriteFile(root, []byte("not a bolt file at all, just junk bytes"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err = Open(dir, Options{}); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("err = %v, want ErrCorrupt", err)
-		}
-	})
-	t.Run("NotAnIndex", func(t *testing.T) {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Open(dir, Options{}); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("err = %v, want ErrCorrupt", err)
-		}
-	})
-	t.Run("EmptyDirIsNew", func(t *testing.T) {
-		x, err := Open(t.TempDir(), Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = x.Close()
-	})
-	t.Run("BadOptions", func(t *testing.T) {
-		if _, err := Open(t.TempDir(), Options{Fusion: "max"}); err == nil {
-			t.Fatal("bad fusion accepted")
-		}
-	})
 }
 
 func TestStemming(t *testing.T) {
@@ -524,23 +424,6 @@ func TestConcurrentApplyAndSearch(t *testing.T) {
 	text, vec, err := x.Count()
 	if err != nil || text != vec {
 		t.Fatalf("Count() = %d, %d, %v: sides disagree", text, vec, err)
-	}
-}
-
-func TestClosed(t *testing.T) {
-	x, err := Open(filepath.Join(t.TempDir(), "idx"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = x.Close()
-	if err := x.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-	if _, err := x.Search(context.Background(), memory.SearchQuery{Tenant: "t", Text: "x"}); err == nil {
-		t.Error("Search after Close succeeded")
-	}
-	if err := x.Apply(context.Background(), memory.IndexBatch{}); err == nil {
-		t.Error("Apply after Close succeeded")
 	}
 }
 

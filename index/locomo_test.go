@@ -2,6 +2,7 @@ package index
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/index/glove"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -42,48 +44,115 @@ func TestLoCoMo(t *testing.T) {
 	}
 	for _, v := range variants {
 		x := openTest(t, v.opts)
-		var msgs []*memory.Message
-		for i, tr := range turns {
-			ts, err := time.Parse("2006-01-02T15:04:05", tr.SessionTS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			role := memory.RoleUser
-			if i%2 == 1 {
-				role = memory.RoleAssistant
-			}
-			msgs = append(msgs, &memory.Message{
-				ID: tr.TurnID + "@" + tr.ConvID, Tenant: "bench", SessionID: tr.ConvID, Role: role,
-				Name: tr.Speaker, Content: tr.Text, CreatedAt: ts, State: memory.StateActive,
-			})
-		}
-		mustApply(t, x, memory.IndexBatch{Upserts: msgs, Watermark: 1})
-
-		recall := map[string][]float64{}
-		for _, q := range questions {
-			if q.Adversarial || len(q.Evidence) == 0 {
-				continue
-			}
-			hits := mustSearch(t, x, memory.SearchQuery{Tenant: "bench", Sessions: []string{q.ConvID}, Text: q.Question, K: 10, Mode: memory.ModeText})
-			found := 0
-			for _, e := range q.Evidence {
-				if slices.ContainsFunc(hits, func(h memory.Hit) bool { return strings.HasPrefix(h.ID, e+"@") }) {
-					found++
-				}
-			}
-			r := 0.0
-			if len(q.Evidence) > 0 {
-				r = float64(found) / float64(len(q.Evidence))
-			}
-			recall[q.Category] = append(recall[q.Category], r)
-			recall["overall"] = append(recall["overall"], r)
-		}
-		var b strings.Builder
-		for _, c := range []string{"single-hop", "multi-hop", "temporal", "open-domain", "overall"} {
-			fmt.Fprintf(&b, " %s %.1f (n=%d)", c, 100*mean(recall[c]), len(recall[c]))
-		}
-		t.Logf("%-20s R@10:%s", v.name, b.String())
+		loadLoCoMo(t, x, turns, nil)
+		t.Logf("%-20s R@10:%s", v.name, evalLoCoMo(t, x, questions, memory.ModeText, nil))
 	}
+}
+
+// TestLoCoMoHybrid measures hybrid recall with the embedded GloVe model
+// (index/glove), to choose the fusion and the vector weight. Same switch as
+// TestLoCoMo. Figures: see the comment on DefaultVectorWeight.
+func TestLoCoMoHybrid(t *testing.T) {
+	dir := os.Getenv("CTXD_LOCOMO")
+	if dir == "" {
+		t.Skip("CTXD_LOCOMO not set")
+	}
+	turns := readJSONL[locomoTurn](t, filepath.Join(dir, "turns.jsonl"))
+	questions := readJSONL[locomoQuestion](t, filepath.Join(dir, "questions.jsonl"))
+	model, err := glove.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := make([]string, len(turns))
+	for i, tr := range turns {
+		texts[i] = tr.Speaker + ": " + tr.Text
+	}
+	vecs, err := model.Embed(context.Background(), texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qtexts := make([]string, len(questions))
+	for i, q := range questions {
+		qtexts[i] = q.Question
+	}
+	qvecs, err := model.Embed(context.Background(), qtexts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants := []struct {
+		name string
+		mode string
+		opts Options
+	}{
+		{"text", memory.ModeText, Options{}},
+		{"vector", memory.ModeVector, Options{}},
+		{"minmax w=0.2", memory.ModeHybrid, Options{VectorWeight: 0.2}},
+		{"minmax w=0.3", memory.ModeHybrid, Options{VectorWeight: 0.3}},
+		{"minmax w=0.4", memory.ModeHybrid, Options{VectorWeight: 0.4}},
+		{"minmax w=0.5", memory.ModeHybrid, Options{VectorWeight: 0.5}},
+		{"w=0.3 c=1000", memory.ModeHybrid, Options{VectorWeight: 0.3, MinCandidates: 1000}},
+		{"rrf k=10", memory.ModeHybrid, Options{Fusion: FusionRRF, RRFK: 10}},
+		{"rrf k=60", memory.ModeHybrid, Options{Fusion: FusionRRF, RRFK: 60}},
+	}
+	for _, v := range variants {
+		x := openTest(t, v.opts)
+		loadLoCoMo(t, x, turns, vecs)
+		t.Logf("%-14s R@10:%s", v.name, evalLoCoMo(t, x, questions, v.mode, qvecs))
+	}
+}
+
+func loadLoCoMo(t *testing.T, x *Index, turns []locomoTurn, vecs [][]float32) {
+	t.Helper()
+	var msgs []*memory.Message
+	for i, tr := range turns {
+		ts, err := time.Parse("2006-01-02T15:04:05", tr.SessionTS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		role := memory.RoleUser
+		if i%2 == 1 {
+			role = memory.RoleAssistant
+		}
+		m := &memory.Message{
+			ID: tr.TurnID + "@" + tr.ConvID, Tenant: "bench", SessionID: tr.ConvID, Role: role,
+			Name: tr.Speaker, Content: tr.Text, CreatedAt: ts, State: memory.StateActive,
+		}
+		if vecs != nil {
+			m.Vector = vecs[i]
+		}
+		msgs = append(msgs, m)
+	}
+	mustApply(t, x, memory.IndexBatch{Upserts: msgs, Watermark: 1})
+}
+
+// evalLoCoMo returns recall@10 per category, as bench/score.py counts it.
+func evalLoCoMo(t *testing.T, x *Index, questions []locomoQuestion, mode string, qvecs [][]float32) string {
+	t.Helper()
+	recall := map[string][]float64{}
+	for i, q := range questions {
+		if q.Adversarial || len(q.Evidence) == 0 {
+			continue
+		}
+		sq := memory.SearchQuery{Tenant: "bench", Sessions: []string{q.ConvID}, Text: q.Question, K: 10, Mode: mode}
+		if qvecs != nil {
+			sq.Vector = qvecs[i]
+		}
+		hits := mustSearch(t, x, sq)
+		found := 0
+		for _, e := range q.Evidence {
+			if slices.ContainsFunc(hits, func(h memory.Hit) bool { return strings.HasPrefix(h.ID, e+"@") }) {
+				found++
+			}
+		}
+		r := float64(found) / float64(len(q.Evidence))
+		recall[q.Category] = append(recall[q.Category], r)
+		recall["overall"] = append(recall["overall"], r)
+	}
+	var b strings.Builder
+	for _, c := range []string{"single-hop", "multi-hop", "temporal", "open-domain", "overall"} {
+		fmt.Fprintf(&b, " %s %.1f", c, 100*mean(recall[c]))
+	}
+	return b.String()
 }
 
 type locomoTurn struct {

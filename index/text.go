@@ -179,15 +179,9 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	return im, nil
 }
 
-// filterTerm is an exact-match filter that adds nothing to the score: inside a
-// ConjunctionQuery every conjunct scores, and a session_id term would favour
-// small sessions (rare term, high idf) in a cross-session search. Boost 0 works
-// because the conjunction sets a query norm on every child, which multiplies
-// the child's score by its boost.
 func filterTerm(field, value string) query.Query {
 	q := bleve.NewTermQuery(value)
 	q.SetField(field)
-	q.SetBoost(0)
 	return q
 }
 
@@ -199,9 +193,7 @@ func filterAnyOf(field string, values []string) query.Query {
 	for i, v := range values {
 		qs[i] = filterTerm(field, v)
 	}
-	d := bleve.NewDisjunctionQuery(qs...)
-	d.SetBoost(0)
-	return d
+	return bleve.NewDisjunctionQuery(qs...)
 }
 
 // filterQueries are the conjuncts that scope a search: tenant always, then the
@@ -236,13 +228,15 @@ func (x *Index) scopedQuery(q *memory.SearchQuery) query.Query {
 	return bleve.NewConjunctionQuery(append([]query.Query{x.textQuery(q.Text)}, filterQueries(q)...)...)
 }
 
-// unscored runs a filter without scores or term vectors. Bleve then folds a
-// disjunction of terms into one bitmap iterator; a date range is a
-// disjunction of a hundred or so prefix terms, which the conjunction would
-// otherwise advance one by one for every candidate. At 100k documents the
-// time filter cost ~6 ms p50 scored (reading created_at from doc values
-// instead cost more still: chunk decompression); unscored: see
-// BenchmarkSearch .../hybrid+since.
+// unscored runs a filter without scores or term vectors. Inside a
+// ConjunctionQuery every conjunct adds to the score, and a session_id term
+// scored by its idf would favour small sessions in a cross-session search.
+// Unscored, Bleve also folds a disjunction of terms into one bitmap iterator:
+// a date range is a disjunction of a hundred or so prefix terms that the
+// conjunction would otherwise advance one by one for every candidate. At 100k
+// documents, scored, the time filter added ~6 ms p50 to a hybrid search
+// (reading created_at from doc values instead cost more: chunk
+// decompression); unscored it adds about nothing (BenchmarkSearchMix).
 type unscored struct{ query.Query }
 
 func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.IndexMapping, o search.SearcherOptions) (search.Searcher, error) {
@@ -252,8 +246,8 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 }
 
 // textQuery matches the words of the query against the message text, the
-// author's name and the date words. The text clause carries the weight; the
-// others are tie-breakers that lift "what did Caroline say in May".
+// author's name and the date words ("what did Caroline say in May"), with
+// the boosts of Options (see DefaultNameBoost for what they are worth).
 func (x *Index) textQuery(text string) query.Query {
 	clause := func(field string, boost float64) query.Query {
 		m := bleve.NewMatchQuery(text)

@@ -12,27 +12,37 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/philippgille/chromem-go"
 )
 
-// The vector side is a flat, exact scan over contiguous per-session arrays,
-// in memory, rebuilt from the store at start (LoadVectors).
-//
-// It replaced chromem-go (v0.7.0, one collection per tenant+session), which
-// measured too slow across sessions. Hybrid search needs the vector side for
+// The vector side is in memory, rebuilt from the store at start
+// (LoadVectors): one chromem-go collection per tenant+session holds each
+// session's vectors and answers single-session queries (context building,
+// compaction scoring, session search). Beside it, the same vectors sit in
+// contiguous per-session arrays that a flat, exact scan reads for queries
+// across sessions, where chromem-go measured too slow. Hybrid search needs the vector side for
 // every query, and the goal is p99 <= 25 ms at 100k documents over 100
-// sessions on 2 cores. BenchmarkVectorParallelism, 100-d, top 50, 100k docs
-// over 100 sessions, cross-session:
+// sessions on 2 cores. Vector search alone, 100-d, top 50, 100k documents
+// over 100 sessions, all sessions (BenchmarkVectorParallelism; the machine
+// was shared, so the p99s are loose):
 //
-//	chromem, collections one after another:    p50 77 ms, p99 133 ms, 3.4 MB/op
-//	chromem, 2 collections at a time:          p50 54 ms, p99 155 ms
-//	chromem, 4 collections at a time:          p50 54 ms, p99 128 ms
-//	flat scan (this file), 2 at a time:        see BenchmarkVectorParallelism
+//	chromem, collections one after another:  p50 77 ms, p99 133 ms, 3.4 MB/op
+//	chromem, 2 collections at a time:        p50 54 ms, p99 155 ms
+//	chromem, 4 collections at a time:        p50 54 ms, p99 128 ms
+//	flat scan, one after another:            p50 7.0 ms, p99 9.4 ms, 20 kB/op
+//	flat scan, 2 at a time:                  p50 3.7 ms, p99 8.3 ms
+//	flat scan, 4 at a time:                  p50 3.7 ms, p99 7.4 ms
 //
 // chromem pushes every document through a channel and starts goroutines per
 // query and per collection, allocates a result per candidate, and can only
 // filter by equality (state in a set and time ranges meant over-fetching).
 // The flat scan filters on state and time before the dot product, exactly.
-// chromem's persistence was never an option (DEPENDENCIES.md).
+// The dot product costs ~0.5 ns a dimension: unrolling
+// across documents or int8 rows did not help in scalar Go. Sign-bit
+// prefiltering with exact rescoring of the best 1,000 kept only 69% of the
+// true top 50 at 100-d (99.6% at 384-d: worth it for large embeddings).
+// chromem's persistence was never an option (DEPENDENCIES.md). Within one
+// session (~1,000 documents) chromem's query is a fraction of a millisecond.
 
 // collKey names a collection: one per tenant and session, so that a
 // single-session search scans only that session.
@@ -41,7 +51,8 @@ type collKey struct{ tenant, session string }
 // collection holds one session's vectors in rows: ids[i], vecs[i*dim:][:dim],
 // states[i] and times[i] describe the same message.
 type collection struct {
-	mu     sync.RWMutex
+	mu     sync.RWMutex // also serialises chromem writes (Delete races with them)
+	cc     *chromem.Collection
 	dim    int
 	ids    []string
 	vecs   []float32
@@ -77,7 +88,13 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 	}
 	c.states[i] = m.State
 	c.times[i] = unixNano(m.CreatedAt)
-	normalize(c.vecs[i*c.dim : (i+1)*c.dim])
+	row := c.vecs[i*c.dim : (i+1)*c.dim]
+	normalize(row)
+	// chromem keeps the slice it is given: hand it a copy of the row.
+	if err := c.cc.AddDocument(context.Background(), chromem.Document{ID: m.ID, Embedding: slices.Clone(row),
+		Metadata: map[string]string{"state": string(m.State)}}); err != nil {
+		panic(fmt.Sprintf("chromem add %s: %v", m.ID, err)) // only for an empty id or vector, both excluded above
+	}
 }
 
 // remove deletes a row by moving the last row into its place. c.mu must be
@@ -96,6 +113,7 @@ func (c *collection) remove(id string) {
 		c.row[c.ids[i]] = i
 	}
 	delete(c.row, id)
+	_ = c.cc.Delete(context.Background(), nil, nil, id) // only fails without ids or filters
 	c.ids[last] = "" // let the string go
 	c.ids, c.states, c.times = c.ids[:last], c.states[:last], c.times[:last]
 	c.vecs = c.vecs[:last*c.dim]
@@ -104,12 +122,23 @@ func (c *collection) remove(id string) {
 // vectors is the vector side: every tenant's sessions' collections.
 type vectors struct {
 	mu       sync.RWMutex
+	db       *chromem.DB
 	byTenant map[string]map[string]*collection // tenant -> session -> collection
 	dim      int                               // length of every vector; 0 until the first
 }
 
 func newVectors() *vectors {
-	return &vectors{byTenant: map[string]map[string]*collection{}}
+	return &vectors{db: chromem.NewDB(), byTenant: map[string]map[string]*collection{}}
+}
+
+// chromemName is a collection's name in the chromem DB; \x1f cannot occur
+// in a session id.
+func chromemName(k collKey) string { return k.tenant + "\x1f" + k.session }
+
+// noEmbed refuses to embed: vectors always come with their message, and a
+// nil EmbeddingFunc would make chromem call OpenAI.
+func noEmbed(context.Context, string) ([]float32, error) {
+	return nil, fmt.Errorf("index: vectors come from the store, not from chromem")
 }
 
 // get returns the collection of k, creating it if create is set.
@@ -125,7 +154,11 @@ func (v *vectors) get(k collKey, create bool) *collection {
 	if c = v.byTenant[k.tenant][k.session]; c != nil {
 		return c
 	}
-	c = &collection{dim: v.dim, row: map[string]int{}}
+	cc, err := v.db.GetOrCreateCollection(chromemName(k), nil, noEmbed)
+	if err != nil {
+		panic(fmt.Sprintf("chromem collection %q: %v", chromemName(k), err)) // in-memory: cannot fail
+	}
+	c = &collection{cc: cc, dim: v.dim, row: map[string]int{}}
 	if v.byTenant[k.tenant] == nil {
 		v.byTenant[k.tenant] = map[string]*collection{}
 	}
@@ -204,10 +237,21 @@ func groupBySession(msgs []*memory.Message) map[collKey][]*memory.Message {
 	return groups
 }
 
+func (v *vectors) reset() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.byTenant = map[string]map[string]*collection{}
+	v.db = chromem.NewDB()
+	v.dim = 0
+}
+
 func (v *vectors) dropSession(k collKey) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	sessions := v.byTenant[k.tenant]
+	if _, ok := sessions[k.session]; ok {
+		_ = v.db.DeleteCollection(chromemName(k)) // in-memory: only fails on disk I/O
+	}
 	delete(sessions, k.session)
 	if len(sessions) == 0 {
 		delete(v.byTenant, k.tenant)
@@ -286,6 +330,9 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 	normalize(qv)
 	f := newVectorFilter(q)
 	cs, sessions := v.collections(q.Tenant, q.Sessions)
+	if len(cs) == 1 {
+		return cs[0].query(ctx, qv, f, sessions[0], n)
+	}
 
 	// Each worker keeps its own best n across the collections it scans; the
 	// workers' bests are merged at the end. Per-collection result lists cost
@@ -327,6 +374,37 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 		return strings.Compare(a.id, b.id)
 	})
 	return out[:min(n, len(out))], nil
+}
+
+// query asks chromem for the n most similar documents of one session. With
+// a filter it ranks the whole session and filters here: chromem's where
+// clause matches one value of one key, not a set of states or a time range.
+func (c *collection) query(ctx context.Context, qv []float32, f *vectorFilter, session string, n int) ([]vectorCandidate, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	total := c.cc.Count()
+	if total == 0 {
+		return nil, nil
+	}
+	want := min(n, total)
+	if f != nil {
+		want = total
+	}
+	res, err := c.cc.QueryEmbedding(ctx, qv, want, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("chromem query session %s: %w", session, err)
+	}
+	out := make([]vectorCandidate, 0, min(n, len(res)))
+	for _, r := range res {
+		if i, ok := c.row[r.ID]; !ok || (f != nil && !f.keep(c.states[i], c.times[i])) {
+			continue
+		}
+		out = append(out, vectorCandidate{id: r.ID, session: session, score: float64(r.Similarity)})
+		if len(out) == n {
+			break
+		}
+	}
+	return out, nil
 }
 
 // scan offers the rows that pass f to h, which keeps the n most similar to qv.

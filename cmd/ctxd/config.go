@@ -44,6 +44,7 @@ type Config struct {
 	ShareRecovered     float64
 	RecoverNext        bool
 	PurgeInterval      time.Duration
+	SearchNeighbors    int
 	Policy             memory.Policy
 }
 
@@ -75,6 +76,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.Float64Var(&c.ShareRecovered, "share-recovered", memory.DefaultShares.Recovered, "share of the context budget recovered cold messages use first")
 	fs.BoolVar(&c.RecoverNext, "recover-next", true, "recover the turn after a recovered one with it")
 	fs.DurationVar(&c.PurgeInterval, "purge-interval", time.Hour, "how often cold chunks past recoverable_for_days are purged")
+	fs.IntVar(&c.SearchNeighbors, "search-neighbors", 0, "search brings the turn after each of its first N results (a request's \"neighbors\" wins)")
 	bindPolicyFlags(fs, &c.Policy)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 }

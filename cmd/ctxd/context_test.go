@@ -229,7 +229,7 @@ func TestContextConflictsAndHardLimit(t *testing.T) {
 	}
 	ts.mustDo(200, "POST", "/v1/sessions/h/context", map[string]any{"prompt": "river walk"})
 	st := ts.mustDo(200, "GET", "/v1/sessions/h", nil)
-	if st["compactions"].(float64) != 1 || st["state"] == "over_limit" {
+	if st["compactions"].(float64) < 1 || st["state"] == "over_limit" {
 		t.Fatalf("after context at the hard limit: %v", st)
 	}
 }

@@ -34,6 +34,12 @@ type evalOptions struct {
 	Server          string // empty: an in-process server on loopback
 	Mode            string
 	SkipAdversarial bool
+
+	// Evidence in window (eval_context.go); off unless Context is set.
+	Context      bool
+	Window       int // context_window of the ctx- sessions
+	Budget       int // max_tokens of each context call and of the baselines
+	ContextBatch int // turns per write to the ctx- sessions
 }
 
 const (
@@ -45,7 +51,7 @@ const (
 func newEvalCmd() *cobra.Command {
 	var o evalOptions
 	var ks string
-	var asJSON bool
+	var asJSON, noContext bool
 	cmd := &cobra.Command{
 		Use:   "eval --turns turns.jsonl --questions questions.jsonl --out results.jsonl",
 		Short: "Measure evidence retrieval on a long-conversation benchmark (e.g. LoCoMo)",
@@ -53,9 +59,17 @@ func newEvalCmd() *cobra.Command {
 			"question of --questions through POST /v1/search, write the ranked turn ids to --out in the format\n" +
 			"bench/score.py reads, and print recall@k, all@k and hit@k per category with score.py's definitions,\n" +
 			"plus ingest rate and search latency. Without --server it runs a throwaway server with the default\n" +
-			"settings in a temporary data dir; to measure other settings, run `ctxd serve` with them and pass --server.",
+			"settings in a temporary data dir; to measure other settings, run `ctxd serve` with them and pass --server.\n\n" +
+			"Then, unless --no-context, it measures evidence in window: each conversation is streamed again, a few\n" +
+			"turns per write, into a session ctx-<conv_id> whose context_window is --window (so it compacts as it\n" +
+			"goes), every question is sent to POST /v1/sessions/ctx-<conv_id>/context with max_tokens --budget, and\n" +
+			"the share of its evidence turns present verbatim in the answer is reported per category, next to two\n" +
+			"baselines packed into the same budget with the server's exact token accounting: the newest turns\n" +
+			"(sliding window) and the best BM25 turns (text-mode search of eval-<conv_id>). It also reports the\n" +
+			"compactions, the largest window against the hard limit, whether every turn is still stored as sent,\n" +
+			"and context latency.",
 		Example: "  ctxd eval --turns bench/locomo-dev/turns.jsonl --questions bench/locomo-dev/questions.jsonl \\\n" +
-			"    --out /tmp/results.jsonl -k 5,10,20 --mode hybrid",
+			"    --out /tmp/results.jsonl -k 5,10,20 --mode hybrid --window 4096 --budget 2048",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -66,6 +80,10 @@ func newEvalCmd() *cobra.Command {
 			case "hybrid", "text", "vector":
 			default:
 				return fmt.Errorf("--mode: %q is not hybrid, text or vector", o.Mode)
+			}
+			o.Context = !noContext
+			if err := o.checkContext(); err != nil {
+				return err
 			}
 			// Cancel on ^C so the temporary data dir is still removed.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -89,6 +107,10 @@ func newEvalCmd() *cobra.Command {
 	f.StringVar(&o.Mode, "mode", "hybrid", "search mode: hybrid, text or vector")
 	f.BoolVar(&asJSON, "json", false, "print the numbers as JSON instead of tables")
 	f.BoolVar(&o.SkipAdversarial, "skip-adversarial", true, "skip adversarial (unanswerable) questions, as score.py does by default")
+	f.BoolVar(&noContext, "no-context", false, "skip the evidence-in-window part (ctx- sessions, context endpoint, baselines)")
+	f.IntVar(&o.Window, "window", 4096, "context_window of the ctx- sessions, in tokens")
+	f.IntVar(&o.Budget, "budget", 2048, "max_tokens of each context call, and the budget of the baselines")
+	f.IntVar(&o.ContextBatch, "context-batch", 2, "turns per write to the ctx- sessions (auto-compaction runs on writes)")
 	for _, name := range []string{"turns", "questions", "out"} {
 		if err := cmd.MarkFlagRequired(name); err != nil {
 			panic(err) // only if the flag above is misnamed
@@ -195,10 +217,11 @@ func truthy(v any) bool {
 
 // evalConv is one conversation, its turns in file order.
 type evalConv struct {
-	ID        string
-	SessionID string
-	Turns     []evalTurn
-	turnIDs   map[string]bool
+	ID           string
+	SessionID    string // recall: eval-<conv>
+	CtxSessionID string // evidence in window: ctx-<conv>
+	Turns        []evalTurn
+	turnIDs      map[string]bool
 }
 
 func readJSONL(path string, each func(line int, dec *json.Decoder) error) error {
@@ -246,7 +269,9 @@ func loadTurns(path string) ([]*evalConv, error) {
 				return fmt.Errorf("conversations %q and %q both map to session %q", other, t.ConvID, sid)
 			}
 			bySession[sid] = t.ConvID
-			c = &evalConv{ID: t.ConvID, SessionID: sid, turnIDs: map[string]bool{}}
+			// ctx- is shorter than eval-, so distinct eval- ids give distinct ctx- ids.
+			c = &evalConv{ID: t.ConvID, SessionID: sid, CtxSessionID: prefixedSessionID(ctxSessionPrefix, t.ConvID),
+				turnIDs: map[string]bool{}}
 			byID[t.ConvID] = c
 			convs = append(convs, c)
 		}
@@ -286,9 +311,11 @@ func loadQuestions(path string) ([]evalQuestion, error) {
 }
 
 // evalSessionID maps a conversation id onto the API's session id alphabet.
-func evalSessionID(conv string) string {
+func evalSessionID(conv string) string { return prefixedSessionID(evalSessionPrefix, conv) }
+
+func prefixedSessionID(prefix, conv string) string {
 	var b strings.Builder
-	b.WriteString(evalSessionPrefix)
+	b.WriteString(prefix)
 	for _, r := range conv {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("._:-", r):
@@ -340,6 +367,7 @@ type evalReport struct {
 	IngestTime    time.Duration
 	Latencies     []time.Duration
 	Scores        *evalScores
+	Context       *ctxReport // nil unless Options.Context
 }
 
 // runEval ingests the conversations, asks the questions, writes the results
@@ -447,6 +475,11 @@ func runEval(ctx context.Context, o evalOptions) (_ *evalReport, err error) {
 		return nil, fmt.Errorf("write %s: %w", o.Out, err)
 	}
 	rep.Scores = scoreEval(questions, ranked, asked, o.Ks, !o.SkipAdversarial)
+	if o.Context {
+		if rep.Context, err = runContextEval(ctx, cl, o, convs, questions, asked); err != nil {
+			return nil, err
+		}
+	}
 	return rep, nil
 }
 
@@ -460,34 +493,11 @@ func (rep *evalReport) ingest(ctx context.Context, cl *evalClient, c *evalConv) 
 	if err := cl.do(ctx, "PUT", path, map[string]any{}, nil); err != nil {
 		return fmt.Errorf("conversation %s: create session: %w", c.ID, err)
 	}
-	type message struct {
-		Role      string         `json:"role"`
-		Content   string         `json:"content"`
-		Name      string         `json:"name,omitempty"`
-		Metadata  map[string]any `json:"metadata"`
-		CreatedAt string         `json:"created_at,omitempty"`
+	msgs, skipped, err := evalMessages(c)
+	if err != nil {
+		return err
 	}
-	var msgs []message
-	var first string
-	for _, t := range c.Turns {
-		if strings.TrimSpace(t.Text) == "" {
-			rep.SkippedEmpty++ // the API refuses empty content
-			continue
-		}
-		created, err := evalCreatedAt(t)
-		if err != nil {
-			return fmt.Errorf("conversation %s: %w", c.ID, err)
-		}
-		if first == "" {
-			first = t.Speaker
-		}
-		role := "assistant"
-		if t.Speaker == first {
-			role = "user"
-		}
-		msgs = append(msgs, message{Role: role, Content: t.Text, Name: t.Speaker,
-			Metadata: map[string]any{"turn_id": t.TurnID}, CreatedAt: created})
-	}
+	rep.SkippedEmpty += skipped
 	for start := 0; start < len(msgs); start += evalBatch {
 		batch := msgs[start:min(start+evalBatch, len(msgs))]
 		var ans struct {
@@ -510,6 +520,55 @@ func (rep *evalReport) ingest(ctx context.Context, cl *evalClient, c *evalConv) 
 	return nil
 }
 
+// evalMessage is a turn as the eval stores it.
+type evalMessage struct {
+	Role      string         `json:"role"`
+	Content   string         `json:"content"`
+	Name      string         `json:"name,omitempty"`
+	Metadata  map[string]any `json:"metadata"`
+	CreatedAt string         `json:"created_at,omitempty"`
+}
+
+// evalMessages turns a conversation into messages: the speaker in name, the
+// turn id in metadata, the session time as created_at; the first speaker is
+// the user, the other(s) the assistant. Empty turns are skipped (the API
+// refuses empty content) and counted.
+func evalMessages(c *evalConv) (msgs []evalMessage, skipped int, _ error) {
+	var first string
+	for _, t := range c.Turns {
+		if strings.TrimSpace(t.Text) == "" {
+			skipped++
+			continue
+		}
+		created, err := evalCreatedAt(t)
+		if err != nil {
+			return nil, 0, fmt.Errorf("conversation %s: %w", c.ID, err)
+		}
+		if first == "" {
+			first = t.Speaker
+		}
+		role := "assistant"
+		if t.Speaker == first {
+			role = "user"
+		}
+		msgs = append(msgs, evalMessage{Role: role, Content: t.Text, Name: t.Speaker,
+			Metadata: map[string]any{"turn_id": t.TurnID}, CreatedAt: created})
+	}
+	return msgs, skipped, nil
+}
+
+// turnIDOf is the turn id a message carries in its metadata, "" if none.
+func turnIDOf(md map[string]any) string {
+	switch v := md["turn_id"].(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
 // searchTurns asks one question and maps the hits to turn ids, best first,
 // each once.
 func searchTurns(ctx context.Context, cl *evalClient, session, question string, k int, mode string) ([]string, time.Duration, error) {
@@ -530,16 +589,8 @@ func searchTurns(ctx context.Context, cl *evalClient, session, question string, 
 	seen := map[string]bool{}
 	for _, r := range ans.Results {
 		// Summaries carry no turn id; they cannot be scored at turn level.
-		var id string
-		switch v := r.Metadata["turn_id"].(type) {
-		case string:
-			id = v
-		case nil:
-			continue
-		default:
-			id = fmt.Sprint(v)
-		}
-		if r.SessionID != session || seen[id] {
+		id := turnIDOf(r.Metadata)
+		if id == "" || r.SessionID != session || seen[id] {
 			continue
 		}
 		seen[id] = true
@@ -720,23 +771,29 @@ func scoreEval(questions []evalQuestion, ranked [][]string, has []bool, ks []int
 			}
 		}
 	}
+	s.Cats = categoryOrder(s.Counts)
+	return s
+}
+
+// categoryOrder is score.py's report order of the categories counted: its
+// preferred ones, the rest sorted, OVERALL last.
+func categoryOrder(counts map[string]int) []string {
 	preferred := []string{"single-hop", "multi-hop", "temporal", "open-domain", "adversarial",
 		"single-session-user", "single-session-assistant", "single-session-preference",
 		"multi-session", "temporal-reasoning", "knowledge-update"}
-	var rest []string
-	for c := range s.Counts {
+	var cats, rest []string
+	for c := range counts {
 		if c != "OVERALL" && !slices.Contains(preferred, c) {
 			rest = append(rest, c)
 		}
 	}
 	sort.Strings(rest)
 	for _, c := range preferred {
-		if s.Counts[c] > 0 {
-			s.Cats = append(s.Cats, c)
+		if counts[c] > 0 {
+			cats = append(cats, c)
 		}
 	}
-	s.Cats = append(append(s.Cats, rest...), "OVERALL")
-	return s
+	return append(append(cats, rest...), "OVERALL")
 }
 
 // pct is score.py's round(100.0 * v / n, 2) as text. Both Python's round
@@ -813,6 +870,9 @@ func (rep *evalReport) writeText(w io.Writer) error {
 	if !o.SkipAdversarial {
 		fmt.Fprintln(w, "# adversarial questions included: score with score.py --include-adversarial to compare")
 	}
+	if rep.Context != nil {
+		rep.Context.writeText(w)
+	}
 	return nil
 }
 
@@ -875,6 +935,9 @@ func (rep *evalReport) writeJSON(w io.Writer) error {
 			{"seconds", math.Round(rep.IngestTime.Seconds()*1000) / 1000}, {"turns_per_sec", rep.ingestRate()}}},
 		{"search", jsonObject{{"queries", len(rep.Latencies)}, {"k", slices.Max(o.Ks)},
 			{"p50_ms", ms(percentile(rep.Latencies, 0.50))}, {"p99_ms", ms(percentile(rep.Latencies, 0.99))}}},
+	}
+	if rep.Context != nil {
+		doc = append(doc, jsonField{"context", rep.Context.json()})
 	}
 	b, err := json.MarshalIndent(doc, "", " ")
 	if err != nil {

@@ -143,7 +143,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if err := m.Service.Open(ctx); err != nil {
 		return fmt.Errorf("open service: %w", err)
 	}
-	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent})
+	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent, SearchNeighbors: cfg.SearchNeighbors})
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// benchLoopbackURL checks that raw is an http(s) base URL of a loopback host
+// and returns it without a trailing slash. The bench generates load: it must
+// never point at anything but this machine.
+func benchLoopbackURL(ctx context.Context, flag, raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("--%s: %q is not an http(s) URL like http://127.0.0.1:8080", flag, raw)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/") {
+		return "", fmt.Errorf("--%s: %q must be a base URL (scheme://host:port) without path, query or credentials", flag, raw)
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+		if err != nil || len(addrs) == 0 {
+			return "", fmt.Errorf("--%s: cannot resolve localhost: %v", flag, err)
+		}
+		for _, a := range addrs {
+			if !a.IP.IsLoopback() {
+				return "", fmt.Errorf("--%s: localhost resolves to %s, which is not a loopback address", flag, a.IP)
+			}
+		}
+	} else if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "", fmt.Errorf("--%s: %q is not a loopback address (127.0.0.0/8, ::1 or localhost): the bench only loads this machine", flag, host)
+	}
+	return strings.TrimRight(u.Scheme+"://"+u.Host, "/"), nil
+}
+
+// benchHTTPClient only ever connects to loopback addresses, never through a
+// proxy, and follows no redirects.
+func benchHTTPClient(conns int) *http.Client {
+	d := &net.Dialer{
+		Timeout: 5 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				return fmt.Errorf("bench: refusing to connect to non-loopback address %s", address)
+			}
+			return nil
+		},
+	}
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         d.DialContext,
+		MaxIdleConns:        conns * 2,
+		MaxIdleConnsPerHost: conns * 2,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &http.Client{Transport: tr, Timeout: 5 * time.Minute,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// benchClient speaks the HTTP API; it does not retry: a 429 or 503 is an error
+// of the run.
+type benchClient struct {
+	base string
+	http *http.Client
+}
+
+// benchHTTPError is a non-2xx answer.
+type benchHTTPError struct {
+	Method, Path string
+	Status       int
+	Code, Msg    string
+}
+
+func (e *benchHTTPError) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Status, e.Code, e.Msg)
+	}
+	return fmt.Sprintf("%s %s: %d: %s", e.Method, e.Path, e.Status, e.Msg)
+}
+
+// do sends body (JSON, may be nil) and decodes a 2xx answer into out (may be
+// nil). Statuses in ok also count as success.
+func (c *benchClient) do(ctx context.Context, method, path string, body []byte, out any, ok ...int) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if res.StatusCode/100 == 2 {
+		if out != nil {
+			if err := json.Unmarshal(raw, out); err != nil {
+				return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+			}
+		}
+		return nil
+	}
+	if slices.Contains(ok, res.StatusCode) {
+		return nil
+	}
+	he := &benchHTTPError{Method: method, Path: path, Status: res.StatusCode}
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
+		he.Code, he.Msg = e.Error.Code, e.Error.Message
+	} else {
+		he.Msg = fmt.Sprintf("%.200s", raw)
+	}
+	return he
+}
+
+// waitReady polls /readyz until it answers 200 or timeout passes.
+func (c *benchClient) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		last = c.do(rctx, "GET", "/readyz", nil, nil)
+		rcancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("server at %s not ready after %s: %w", c.base, timeout, last)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// benchProcMem is what /proc/<pid>/status says about memory, in bytes.
+type benchProcMem struct {
+	RSS, HWM int64
+}
+
+func benchReadProcMem(pid string) (benchProcMem, error) {
+	f, err := os.Open(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		return benchProcMem{}, err
+	}
+	defer f.Close()
+	var m benchProcMem
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		fields := strings.Fields(v) // "123456 kB"
+		if len(fields) != 2 || fields[1] != "kB" {
+			return m, fmt.Errorf("/proc/%s/status: unexpected %s line %q", pid, k, sc.Text())
+		}
+		n, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			return m, fmt.Errorf("/proc/%s/status: %s: %w", pid, k, err)
+		}
+		if k == "VmRSS" {
+			m.RSS = n << 10
+		} else {
+			m.HWM = n << 10
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return m, err
+	}
+	if m.RSS == 0 {
+		return m, fmt.Errorf("/proc/%s/status has no VmRSS", pid)
+	}
+	return m, nil
+}
+
+// benchLoadAvg is /proc/loadavg's first three fields.
+func benchLoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// benchDirSize sums the sizes of the regular files under dir, in total and
+// per top-level entry.
+func benchDirSize(dir string) (int64, map[string]int64, error) {
+	parts := map[string]int64{}
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while walking (index segments merge)
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+		parts[top] += info.Size()
+		total += info.Size()
+		return nil
+	})
+	return total, parts, err
+}
+
+// benchPercentile is the nearest-rank percentile of sorted.
+func benchPercentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func benchMS(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
+
+func benchMB(n int64) float64 { return math.Round(float64(n)/(1<<20)*10) / 10 }
