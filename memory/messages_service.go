@@ -81,6 +81,9 @@ func (s *Service) afterAppend(ctx context.Context, tenant, sessionID string, ses
 			st = s.status(fresh)
 		}
 	}
+	s.event("context-health", map[string]any{"tenant": tenant, "session": sessionID, "tokens": st.Tokens,
+		"limit": st.ContextWindow, "pct_used": st.PctUsed, "state": st.State,
+		"next_compaction_in_tokens": max(int(st.Policy.TriggerPct*float64(st.ContextWindow))-st.Tokens, 0)})
 	if st.FlushPrompt != "" {
 		// This answer is the one that tells the agent; later ones this cycle
 		// do not repeat it.

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// fakeEmbeddings speaks the OpenAI embeddings wire format: a deterministic
+// 8-dimensional bag of letters, so similar texts get similar vectors.
+func fakeEmbeddings(t *testing.T, calls *atomic.Int64) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/embeddings" {
+			http.NotFound(w, r)
+			return
+		}
+		calls.Add(1)
+		var req struct {
+			Input []string `json:"input"`
+			Model string   `json:"model"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		type item struct {
+			Object    string    `json:"object"`
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var data []item
+		for i, text := range req.Input {
+			v := make([]float32, 8)
+			for _, c := range strings.ToLower(text) {
+				if c >= 'a' && c <= 'z' {
+					v[(c-'a')%8]++
+				}
+			}
+			var n float64
+			for _, x := range v {
+				n += float64(x * x)
+			}
+			for j := range v {
+				v[j] /= float32(math.Sqrt(n) + 1e-9)
+			}
+			data = append(data, item{"embedding", i, v})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "model": req.Model,
+			"usage": map[string]int{"prompt_tokens": 1, "total_tokens": 1}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The server embeds through an OpenAI-compatible endpoint; a data dir
+// remembers its model: another model is refused, or everything re-embedded
+// with --reembed, and vectors of two models never mix.
+func TestOpenAIEmbedderAndModelChange(t *testing.T) {
+	var calls atomic.Int64
+	fake := fakeEmbeddings(t, &calls)
+	dir := t.TempDir()
+	withFake := func(c *Config) { c.EmbedURL, c.EmbedModel = fake.URL+"/v1", "fake-8d" }
+
+	ts := startServer(t, dir, withFake)
+	ids := ts.store("e", msg("user", "zebra zebra zoo"), msg("user", "apple banana"))
+	if calls.Load() == 0 {
+		t.Fatal("the OpenAI-compatible endpoint was never called")
+	}
+	got := idsOf(ts.search(map[string]any{"query": "zebra zoo", "mode": "vector", "k": 1}))
+	if len(got) != 1 || got[0] != ids[0] {
+		t.Fatalf("vector search through the fake embedder = %v", got)
+	}
+	ts.Stop()
+
+	// The built-in model on a data dir embedded by fake-8d: refused, clearly.
+	m := NewMain(testConfig(dir))
+	err := m.Run(t.Context(), nil)
+	if err == nil || !strings.Contains(err.Error(), "fake-8d") || !strings.Contains(err.Error(), "--reembed") {
+		m.Close()
+		t.Fatalf("start with another model: %v", err)
+	}
+
+	// With --reembed every message gets a GloVe vector and search works.
+	ts = startServer(t, dir, func(c *Config) { c.Reembed = true })
+	got = idsOf(ts.search(map[string]any{"query": "apple banana", "mode": "vector", "k": 1}))
+	if len(got) != 1 || got[0] != ids[1] {
+		t.Fatalf("vector search after re-embedding = %v", got)
+	}
+	ts.Stop()
+	ts = startServer(t, dir) // now the default model is at home here
+	if got := idsOf(ts.search(map[string]any{"query": "zebra", "mode": "vector", "k": 1})); len(got) != 1 {
+		t.Fatalf("after re-embed and restart: %v", got)
+	}
+}
