@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -1053,7 +1054,7 @@ func (r *benchRun) startProfile(ctx context.Context) (func() error, error) {
 	pc := &benchClient{base: r.o.PprofURL, http: benchHTTPClient(1)}
 	done := make(chan error, 1)
 	go func() {
-		req, err := httpNewGet(ctx, pc.base+"/debug/pprof/profile?seconds="+strconv.Itoa(secs))
+		req, err := http.NewRequestWithContext(ctx, "GET", pc.base+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), nil)
 		if err != nil {
 			done <- err
 			return

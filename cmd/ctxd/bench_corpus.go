@@ -16,7 +16,7 @@ import (
 // answered by long, log-like tool outputs.
 
 const (
-	benchVocabSize   = 4000 // generated pseudo-words
+	benchVocabSize    = 4000 // generated pseudo-words
 	benchMaxToolShare = 0.45
 )
 

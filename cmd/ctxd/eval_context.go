@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/url"
 	"slices"
@@ -64,6 +65,10 @@ type ctxReport struct {
 	BadMessages           int            // returned turns whose content differs from what was sent
 	Sources               map[string]int // where the evidence found in ctxd's windows came from
 	Used                  [ctxMethods]int
+	// What ctxd's windows were made of: tokens by window source, summaries
+	// apart ("recovered+summary": cold summaries recovered), summed over
+	// the context calls.
+	Composition map[string]int
 }
 
 // ctxConvStats is one ctx- session.
@@ -125,7 +130,7 @@ func runContextEval(ctx context.Context, cl *evalClient, o evalOptions, convs []
 	}
 	counter := ctxCounter{tok}
 	r := &ctxReport{Window: o.Window, Budget: o.Budget, Batch: o.ContextBatch, Counts: map[string]int{},
-		Sums: map[string]*[ctxMethods]float64{}, Sources: map[string]int{}}
+		Sums: map[string]*[ctxMethods]float64{}, Sources: map[string]int{}, Composition: map[string]int{}}
 	byConv := map[string]*ctxConv{}
 	var cs []*ctxConv
 	for _, c := range convs {
@@ -345,6 +350,7 @@ func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter,
 			Content  string         `json:"content"`
 			Kind     string         `json:"kind"`
 			Source   string         `json:"source"`
+			Tokens   int            `json:"tokens"`
 			Metadata map[string]any `json:"metadata"`
 		} `json:"messages"`
 		Tokens    int      `json:"tokens"`
@@ -368,6 +374,11 @@ func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter,
 	}
 	var window []string
 	for _, m := range ans.Messages {
+		part := m.Source
+		if m.Kind == memory.KindSummary && m.Source != memory.SourceSummary {
+			part += "+summary"
+		}
+		r.Composition[part] += m.Tokens
 		id := turnIDOf(m.Metadata)
 		if m.Kind == memory.KindSummary || id == "" {
 			continue
@@ -527,11 +538,32 @@ func (r *ctxReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "# context: %d calls, latency p50 %.2f ms, p99 %.2f ms; %d answers over budget; mean tokens used: ctxd %.1f, sliding %.1f, bm25-pack %.1f\n",
 		len(r.Latencies), ms(percentile(r.Latencies, 0.50)), ms(percentile(r.Latencies, 0.99)), r.OverBudget,
 		r.meanUsed(ctxMethodCtxd), r.meanUsed(ctxMethodSliding), r.meanUsed(ctxMethodBM25))
+	fmt.Fprintf(w, "# ctxd window, mean tokens by source: %s\n", r.compositionText())
 	fmt.Fprintf(w, "# ctxd evidence in window by source: %s; recovered by the call itself: %d", sourcesText(r.Sources), r.evidenceRecovered())
 	if r.BadMessages > 0 {
 		fmt.Fprintf(w, "; %d returned turns NOT as sent (not counted)", r.BadMessages)
 	}
 	fmt.Fprintln(w)
+}
+
+func (r *ctxReport) meanComposition() jsonObject {
+	var out jsonObject
+	parts := slices.Sorted(maps.Keys(r.Composition))
+	for _, k := range parts {
+		out = append(out, jsonField{k, math.Round(float64(r.Composition[k])/float64(max(1, len(r.Latencies)))*10) / 10})
+	}
+	return out
+}
+
+func (r *ctxReport) compositionText() string {
+	var parts []string
+	for _, f := range r.meanComposition() {
+		parts = append(parts, fmt.Sprintf("%s %.1f", f.Key, f.Value))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func ratio(n, of int) string {
@@ -594,7 +626,7 @@ func (r *ctxReport) json() jsonObject {
 		{"calls", len(r.Latencies)}, {"p50_ms", ms(percentile(r.Latencies, 0.50))}, {"p99_ms", ms(percentile(r.Latencies, 0.99))},
 		{"over_budget", r.OverBudget}, {"altered_turns", r.BadMessages},
 		{"mean_tokens", jsonObject{{ctxMethodNames[0], r.meanUsed(0)}, {ctxMethodNames[1], r.meanUsed(1)}, {ctxMethodNames[2], r.meanUsed(2)}}},
-		{"evidence_sources", r.Sources}, {"evidence_recovered", r.evidenceRecovered()},
+		{"window_tokens_by_source", r.meanComposition()}, {"evidence_sources", r.Sources}, {"evidence_recovered", r.evidenceRecovered()},
 		{"questions", qs},
 	}
 }

@@ -25,5 +25,6 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newEvalCmd())
+	root.AddCommand(newBenchCmd())
 	return root
 }
