@@ -68,7 +68,9 @@ func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, i
 		s.event("recoveries", map[string]any{"tenant": tenant, "session": sessionID, "chunk": m.ID,
 			"score": scores[m.ID], "prompt": truncate(prompt, maxPromptAtDrop), "tokens": m.Tokens, "at": now})
 	}
-	s.rewriteColdMirror(ctx, tenant, sessionID)
+	// The mirror is not rewritten here: it lists what went cold since the
+	// last purge, and a recovered original is still kept, so its line stays
+	// true. Rewriting 10k chunks per recovery cost ~200 ms a context call.
 	return out, nil
 }
 

@@ -62,8 +62,10 @@ type EventLog interface {
 	Log(stream string, event map[string]any) error
 }
 
-// ColdMirror keeps an inspectable copy of cold chunks (JSONL per session).
-// The store is the truth; the mirror can be rebuilt from it.
+// ColdMirror keeps an inspectable copy of cold chunks (JSONL per session):
+// every chunk that went cold since the last purge, in the order it did (a
+// chunk dropped twice appears twice; the last line is current). The store
+// is the truth; the mirror can be rebuilt from it.
 type ColdMirror interface {
 	// Append adds chunks durably (fsynced) before returning.
 	Append(tenant, sessionID string, msgs []*Message) error

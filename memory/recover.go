@@ -64,7 +64,13 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 	}
 	docs := append(append([]*Message{}, b.window...), all...)
 	sort.SliceStable(docs, func(i, j int) bool { return docs[i].Position() < docs[j].Position() })
-	scores, err := s.scoreMessages(ctx, sess, b.req.Prompt, b.qvec, all, docs, coldStates)
+	// The hybrid search just ranked these by full text: reuse its scores
+	// rather than search 10k cold documents again.
+	textScores := make(map[string]float64, len(hits))
+	for _, h := range hits {
+		textScores[h.ID] = h.TextScore
+	}
+	scores, err := s.scoreWith(sess, b.qvec, all, docs, textScores)
 	if err != nil {
 		return err
 	}
@@ -84,6 +90,20 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 // its tool-call group, and (withNext) the turn right after it, which in a
 // conversation often holds the answer to what the matched turn raised.
 func (s *Service) coldGroup(ctx context.Context, tenant, sessionID string, m *Message, withNext bool) ([]*Message, error) {
+	if m.Role != RoleTool && len(m.ToolCalls) == 0 {
+		// A plain turn: only the turn after it may come along.
+		if !withNext {
+			return []*Message{m}, nil
+		}
+		next, err := s.Store.Messages(ctx, tenant, sessionID, MessageQuery{AfterSeq: m.Seq, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(next) == 1 && next[0].Role != RoleTool && len(next[0].ToolCalls) == 0 && !next[0].InWindow() && !next[0].IsSummary() {
+			return []*Message{m, next[0]}, nil
+		}
+		return []*Message{m}, nil
+	}
 	const reach = 16
 	after := uint64(0)
 	if m.Seq > reach {
@@ -215,6 +235,15 @@ func (s *Service) scoreMessages(ctx context.Context, sess *Session, prompt strin
 		for _, h := range hits {
 			bm25[h.ID] = h.TextScore
 		}
+	}
+	return s.scoreWith(sess, qvec, cands, docs, bm25)
+}
+
+// scoreWith scores cands given their full-text scores.
+func (s *Service) scoreWith(sess *Session, qvec []float32, cands, docs []*Message, bm25 map[string]float64) (map[string]scoring.Score, error) {
+	out := map[string]scoring.Score{}
+	if len(cands) == 0 {
+		return out, nil
 	}
 	sdocs := make([]scoring.Doc, len(docs))
 	pos := make(map[string]int, len(docs))

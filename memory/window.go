@@ -106,11 +106,12 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if err != nil || len(res.Recovered) == 0 {
 		return res, err
 	}
-	// Recoveries grow the working window; compact now, against this prompt
-	// (so what was just recovered scores high), rather than at the last
-	// moment. The window already built is unaffected.
+	// Recoveries grow the working window. Past the hard limit, compact now,
+	// against this prompt (so what was just recovered scores high); below
+	// it, the next write compacts at the trigger, off this call's latency.
+	// The window already built is unaffected.
 	if sess, err = s.Store.Session(ctx, tenant, sessionID); err == nil {
-		if st := s.status(sess).State; st == WindowCompactionDue || st == WindowOverLimit {
+		if s.status(sess).State == WindowOverLimit {
 			_, err = s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: req.Prompt, Trigger: TriggerAuto})
 		}
 	}

@@ -124,8 +124,17 @@ func TestAutoCompactionUnderBudget(t *testing.T) {
 	}
 	mirror := readEvents(t, filepath.Join(ts.Dir, "cold", "default", "auto.jsonl"))
 	cold := ts.mustDo(200, "GET", "/v1/sessions/auto/cold?limit=1000", nil)["chunks"].([]any)
-	if len(mirror) != len(cold) || len(cold) == 0 {
-		t.Fatalf("cold mirror has %d chunks, the API lists %d", len(mirror), len(cold))
+	inMirror := map[string]bool{}
+	for _, c := range mirror {
+		inMirror[c["chunk_id"].(string)] = true
+	}
+	for _, c := range cold {
+		if !inMirror[c.(map[string]any)["id"].(string)] {
+			t.Fatalf("cold chunk %v is missing from the mirror", c)
+		}
+	}
+	if len(cold) == 0 {
+		t.Fatal("nothing cold")
 	}
 	for _, k := range []string{"chunk_id", "session_id", "timestamp", "content", "tokens", "drop_reason", "relevance_score", "prompt_at_drop", "recoverable_until"} {
 		if _, ok := mirror[0][k]; !ok {
