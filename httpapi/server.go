@@ -139,5 +139,5 @@ func (s *Server) readyz(c echo.Context) error {
 }
 
 func (s *Server) openapi(c echo.Context) error {
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, openapiJSON)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapiJSON)
 }

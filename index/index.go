@@ -22,7 +22,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search/highlight/format/plain"
 	"github.com/blevesearch/bleve/v2/search/highlight/fragmenter/simple"
 	simplehl "github.com/blevesearch/bleve/v2/search/highlight/highlighter/simple"
-	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/ctxd/ctxd/memory"
 )
@@ -213,7 +213,7 @@ func openExisting(dir string, cfg map[string]any) (text bleve.Index, err error) 
 		}
 	}()
 	text, err = bleve.OpenUsing(dir, cfg)
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open index %s: in use by another process: %w", dir, err)
 	}
 	if err != nil {

@@ -114,7 +114,7 @@ func (c *collection) remove(id string) {
 	}
 	delete(c.row, id)
 	_ = c.cc.Delete(context.Background(), nil, nil, id) // only fails without ids or filters
-	c.ids[last] = "" // let the string go
+	c.ids[last] = ""                                    // let the string go
 	c.ids, c.states, c.times = c.ids[:last], c.states[:last], c.times[:last]
 	c.vecs = c.vecs[:last*c.dim]
 }

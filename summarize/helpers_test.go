@@ -71,8 +71,6 @@ func conversation() []*memory.Message {
 	return c
 }
 
-func joinTexts(s []string) string { return strings.Join(s, "\n") }
-
 // benchMessages is n messages of about 60 words: ordinary prose with the
 // odd identifier, path, number and decision, as a working session has.
 func benchMessages(n int) []*memory.Message {

@@ -116,6 +116,9 @@ func NewLLM(cfg LLMConfig, tok memory.Tokenizer, fallback memory.Summarizer) (*L
 		oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	}
 	oc.HTTPClient = &http.Client{Timeout: cfg.Timeout}
+	// max_tokens, not max_completion_tokens: more OpenAI-compatible local
+	// servers (Ollama, vLLM, llama.cpp) accept it.
+	//lint:ignore SA1019 see above
 	probe := openai.ChatCompletionRequest{Model: cfg.Model, Temperature: cfg.Temperature, MaxTokens: 1}
 	return &LLM{
 		cfg:      cfg,
@@ -459,6 +462,7 @@ func (l *LLM) call(ctx context.Context, f fitter, sys, user string, target int) 
 		req.Temperature = l.cfg.Temperature
 		// Room to overshoot a little: trimming at a line is better than the
 		// server cutting mid-word.
+		//lint:ignore SA1019 max_tokens is what local OpenAI-compatible servers accept
 		req.MaxTokens = target + target/2 + 64
 	}
 	for attempt := 0; ; attempt++ {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -167,15 +166,4 @@ func (ts *testServer) snapshot(session string) string {
 	sessions := ts.do("GET", "/v1/sessions?limit=1000", nil)
 	delete(st.Body, "updated_at")
 	return fmt.Sprint(st.Status, st.Body, ms.Status, ms.Body, sessions.Body)
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

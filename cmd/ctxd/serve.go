@@ -199,6 +199,9 @@ func (m *Main) indexOptions() index.Options {
 // rebuilt from the store, the truth.
 func openIndex(log *slog.Logger, dir string, opts index.Options, store memory.Store) (*index.Index, error) {
 	idx, err := index.Open(dir, opts)
+	if err != nil && !errors.Is(err, index.ErrCorrupt) {
+		return nil, err // held by another process, unreadable dir: not ours to move aside
+	}
 	if err == nil {
 		wm, werr := idx.Watermark()
 		last, lerr := store.LastSeq(context.Background())
