@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"math/rand"
-	"strings"
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
