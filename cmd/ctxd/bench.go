@@ -52,6 +52,7 @@ type benchOptions struct {
 	SkipIngest  bool          `json:"skip_ingest"`
 	Timeout     time.Duration `json:"-"`
 	CPUProfile  string        `json:"cpuprofile,omitempty"`
+	StartupProf string        `json:"startup_cpuprofile,omitempty"`
 	PprofURL    string        `json:"pprof_url,omitempty"`
 	Prefix      string        `json:"session_prefix"`
 
@@ -143,11 +144,12 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.Mode, "mode", o.Mode, "search mode: hybrid, text or vector")
 	f.IntVar(&o.MaxTokens, "max-tokens", o.MaxTokens, "max_tokens of context calls")
 	f.BoolVar(&o.Startup, "startup", false, "after ingest, restart the in-process server on the same data dir and time it until /readyz answers 200")
-	f.BoolVar(&o.StartupExec, "startup-exec", o.StartupExec, "with --startup, also time a fresh `ctxd serve` process on the data dir")
+	f.BoolVar(&o.StartupExec, "startup-exec", o.StartupExec, "with --startup, also time a fresh \"ctxd serve\" process on the data dir")
 	f.BoolVar(&o.Compact, "compact", false, "keep the server's default context window (ingest then includes compaction)")
 	f.BoolVar(&o.SkipIngest, "skip-ingest", false, "do not ingest: the sessions already hold the corpus of these --seed/--messages/--sessions/--batch")
-	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "stop the whole run after this long")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "stop the whole run after this long (raise it for 1M messages)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the mixed load here (in-process: this process, server and clients; with --server: fetched from --pprof-url)")
+	f.StringVar(&o.StartupProf, "startup-cpuprofile", "", "with --startup: write a CPU profile of the in-process restart here")
 	f.StringVar(&o.PprofURL, "pprof-url", "", "with --server and --cpuprofile: the server's --pprof-addr as a URL (e.g. http://127.0.0.1:6060)")
 	f.StringVar(&o.Prefix, "session-prefix", o.Prefix, "prefix of the bench's session ids")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
@@ -219,6 +221,10 @@ func (o *benchOptions) validate() error {
 		return errors.New("--server-pid: only with --server (the in-process server is this process)")
 	case o.PprofURL != "" && o.Server == "":
 		return errors.New("--pprof-url: only with --server (in-process, --cpuprofile profiles this process)")
+	case o.SkipIngest && o.Server == "" && o.DataDir == "":
+		return errors.New("--skip-ingest: needs --data-dir (a data dir that holds the corpus) or --server")
+	case o.StartupProf != "" && !o.Startup:
+		return errors.New("--startup-cpuprofile: only with --startup")
 	case o.Timeout <= 0:
 		return errors.New("--timeout: must be positive")
 	case o.Prefix == "" || len(o.Prefix) > 100 || o.Prefix[0] == '.' || strings.Trim(o.Prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") != "":
@@ -318,6 +324,8 @@ type benchIngest struct {
 	Compactions    int      `json:"compactions"`
 	Errors         int      `json:"errors"`
 	ClientSeconds  float64  `json:"client_gen_seconds"` // generating and encoding batches, all clients
+	CPUSeconds     float64  `json:"cpu_s,omitempty"`    // CPU the server used (in-process: with the load generator)
+	CPUMsPerBatch  float64  `json:"cpu_ms_per_batch,omitempty"`
 	Window         string   `json:"context_window"`
 }
 
@@ -326,6 +334,9 @@ type benchStartup struct {
 	InProcessSeconds float64 `json:"in_process_restart_s"`
 	FreshSeconds     float64 `json:"fresh_process_s,omitempty"`
 	FreshRSSMB       float64 `json:"fresh_process_rss_mb,omitempty"`
+	FreshAnonMB      float64 `json:"fresh_process_rss_anon_mb,omitempty"`
+	FreshFileMB      float64 `json:"fresh_process_rss_file_mb,omitempty"`
+	FreshCPUSeconds  float64 `json:"fresh_process_cpu_s,omitempty"` // CPU it used until ready
 	FreshNote        string  `json:"fresh_process_note,omitempty"`
 }
 
@@ -335,6 +346,8 @@ type benchMixed struct {
 	Ops           map[string]benchLat `json:"ops"`
 	TotalPerSec   float64             `json:"total_per_sec"`
 	EmptySearches int                 `json:"empty_searches"`
+	CPUSeconds    float64             `json:"cpu_s,omitempty"`
+	CPUMsPerOp    float64             `json:"cpu_ms_per_op,omitempty"`
 	Queries       int                 `json:"query_pool"`
 	Prompts       int                 `json:"prompt_pool"`
 }
@@ -343,6 +356,8 @@ type benchMemory struct {
 	Source         string  `json:"source"`
 	RSSAfterIngest float64 `json:"rss_after_ingest_mb,omitempty"`
 	RSSEnd         float64 `json:"rss_end_mb"`
+	AnonEnd        float64 `json:"rss_anon_end_mb"`
+	FileEnd        float64 `json:"rss_file_end_mb"`
 	HWM            float64 `json:"hwm_mb"`
 	GoHeapLive     float64 `json:"go_heap_live_mb,omitempty"`
 	GoSys          float64 `json:"go_sys_mb,omitempty"`
@@ -518,6 +533,14 @@ func (r *benchRun) pid() string {
 	return ""
 }
 
+// cpu is the CPU time the server's process has used; 0 when unknown.
+func (r *benchRun) cpu() (time.Duration, error) {
+	if pid := r.pid(); pid != "" {
+		return benchCPU(pid)
+	}
+	return 0, nil
+}
+
 func (r *benchRun) measureMemory(afterIngest benchProcMem) error {
 	pid := r.pid()
 	if pid == "" {
@@ -528,7 +551,7 @@ func (r *benchRun) measureMemory(afterIngest benchProcMem) error {
 		return fmt.Errorf("bench: server memory: %w", err)
 	}
 	mem := &benchMemory{Source: "/proc/" + pid + "/status", RSSAfterIngest: benchMB(afterIngest.RSS),
-		RSSEnd: benchMB(m.RSS), HWM: benchMB(m.HWM)}
+		RSSEnd: benchMB(m.RSS), AnonEnd: benchMB(m.Anon), FileEnd: benchMB(m.File), HWM: benchMB(m.HWM)}
 	if pid == "self" {
 		runtime.GC()
 		var ms runtime.MemStats
@@ -597,6 +620,7 @@ func (r *benchRun) ingest(ctx context.Context) error {
 	var next, done atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	cpu0, cpuErr := r.cpu()
 	start := time.Now()
 	progress := time.NewTicker(10 * time.Second)
 	defer progress.Stop()
@@ -624,7 +648,6 @@ func (r *benchRun) ingest(ctx context.Context) error {
 				}
 				g0 := time.Now()
 				msgs := c.batch(b)
-				res.stats.add(msgs)
 				body, err := json.Marshal(map[string]any{"messages": msgs})
 				res.gen += time.Since(g0)
 				if err != nil {
@@ -655,6 +678,7 @@ func (r *benchRun) ingest(ctx context.Context) error {
 					continue
 				}
 				res.lat = append(res.lat, took)
+				res.stats.add(msgs) // the corpus stored, not the corpus sent
 				if len(ans.Compaction) > 0 && string(ans.Compaction) != "null" {
 					res.compactions++
 				}
@@ -665,6 +689,7 @@ func (r *benchRun) ingest(ctx context.Context) error {
 	wg.Wait()
 	close(finished)
 	elapsed := time.Since(start)
+	cpu1, cpuErr1 := r.cpu()
 	in := &benchIngest{Batches: nb, Seconds: math.Round(elapsed.Seconds()*1000) / 1000, Window: window}
 	stats := &benchCorpusStats{}
 	var lat []time.Duration
@@ -684,6 +709,12 @@ func (r *benchRun) ingest(ctx context.Context) error {
 	in.MBPerSec = math.Round(float64(bytes)/(1<<20)/elapsed.Seconds()*100) / 100
 	in.Batch = benchLatStats(lat, in.Errors, elapsed)
 	in.ClientSeconds = math.Round(gen.Seconds()*100) / 100
+	if cpuErr == nil && cpuErr1 == nil && cpu1 > 0 {
+		in.CPUSeconds = math.Round((cpu1-cpu0).Seconds()*100) / 100
+		if in.Batch.Count > 0 {
+			in.CPUMsPerBatch = benchMS((cpu1 - cpu0) / time.Duration(in.Batch.Count))
+		}
+	}
 	r.rep.Ingest, r.rep.Corpus = in, stats
 	r.logf("ingest: %d messages in %.1fs = %.0f msg/s, %d errors", in.Messages, elapsed.Seconds(), in.MessagesPerSec, in.Errors)
 	if err := ctx.Err(); err != nil {
@@ -716,25 +747,43 @@ func (r *benchRun) startup(ctx context.Context) error {
 		case strings.HasSuffix(exe, ".test"):
 			st.FreshNote = "skipped: running as a test binary"
 		default:
-			took, mem, ferr := benchFreshStart(ctx, exe, r.srvDir)
+			took, mem, cpu, ferr := benchFreshStart(ctx, exe, r.srvDir)
 			if ferr != nil {
 				return ferr
 			}
 			st.FreshSeconds = math.Round(took.Seconds()*1000) / 1000
-			st.FreshRSSMB = benchMB(mem.RSS)
+			st.FreshRSSMB, st.FreshAnonMB, st.FreshFileMB = benchMB(mem.RSS), benchMB(mem.Anon), benchMB(mem.File)
+			st.FreshCPUSeconds = math.Round(cpu.Seconds()*100) / 100
 			st.FreshNote = "`ctxd serve` child process: exec to /readyz 200; RSS when ready"
 			r.logf("startup: fresh process ready in %.3fs, RSS %.0f MB", took.Seconds(), benchMB(mem.RSS))
 		}
 	}
-	t0 = time.Now()
-	if r.srv, err = benchStartServer(ctx, r.srvDir); err != nil {
-		return err
+	var prof *os.File
+	if r.o.StartupProf != "" {
+		if prof, err = os.Create(r.o.StartupProf); err != nil {
+			return fmt.Errorf("bench: --startup-cpuprofile: %w", err)
+		}
+		defer prof.Close()
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			return fmt.Errorf("bench: --startup-cpuprofile: %w", err)
+		}
 	}
-	r.cl.base = "http://" + r.srv.Addr.String()
-	if err := r.cl.waitReady(ctx, benchReadyTimeout); err != nil {
-		return err
+	t0 = time.Now()
+	r.srv, err = benchStartServer(ctx, r.srvDir)
+	if err == nil {
+		r.cl.base = "http://" + r.srv.Addr.String()
+		err = r.cl.waitReady(ctx, benchReadyTimeout)
 	}
 	took := time.Since(t0)
+	if prof != nil {
+		pprof.StopCPUProfile()
+		if cerr := prof.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("bench: --startup-cpuprofile: %w", cerr)
+		}
+	}
+	if err != nil {
+		return err
+	}
 	st.InProcessSeconds = math.Round(took.Seconds()*1000) / 1000
 	r.logf("startup: in-process restart ready in %.3fs", took.Seconds())
 	return nil
@@ -742,10 +791,10 @@ func (r *benchRun) startup(ctx context.Context) error {
 
 // benchFreshStart runs `exe serve` on dir and times it until /readyz
 // answers 200; it then stops it with SIGTERM.
-func benchFreshStart(ctx context.Context, exe, dir string) (time.Duration, benchProcMem, error) {
+func benchFreshStart(ctx context.Context, exe, dir string) (time.Duration, benchProcMem, time.Duration, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, benchProcMem{}, fmt.Errorf("bench: fresh start: %w", err)
+		return 0, benchProcMem{}, 0, fmt.Errorf("bench: fresh start: %w", err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
@@ -759,7 +808,7 @@ func benchFreshStart(ctx context.Context, exe, dir string) (time.Duration, bench
 	cmd.Stderr = &stderr
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, benchProcMem{}, fmt.Errorf("bench: fresh start: %w", err)
+		return 0, benchProcMem{}, 0, fmt.Errorf("bench: fresh start: %w", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -779,7 +828,7 @@ func benchFreshStart(ctx context.Context, exe, dir string) (time.Duration, bench
 	for {
 		select {
 		case err := <-exited:
-			return 0, benchProcMem{}, fmt.Errorf("bench: fresh `ctxd serve` exited before ready (%v): %.2000s", err, stderr.String())
+			return 0, benchProcMem{}, 0, fmt.Errorf("bench: fresh `ctxd serve` exited before ready (%v): %.2000s", err, stderr.String())
 		default:
 		}
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
@@ -790,19 +839,20 @@ func benchFreshStart(ctx context.Context, exe, dir string) (time.Duration, bench
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()
-			return 0, benchProcMem{}, fmt.Errorf("bench: fresh `ctxd serve` not ready after %s: %v", time.Since(t0), rerr)
+			return 0, benchProcMem{}, 0, fmt.Errorf("bench: fresh `ctxd serve` not ready after %s: %v", time.Since(t0), rerr)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	took := time.Since(t0)
 	mem, merr := benchReadProcMem(strconv.Itoa(cmd.Process.Pid))
+	cpu, cerr := benchCPU(strconv.Itoa(cmd.Process.Pid))
 	if serr := stop(); serr != nil {
-		return took, mem, fmt.Errorf("bench: fresh `ctxd serve`: %v: %.2000s", serr, stderr.String())
+		return took, mem, cpu, fmt.Errorf("bench: fresh `ctxd serve`: %v: %.2000s", serr, stderr.String())
 	}
-	if merr != nil {
-		return took, mem, fmt.Errorf("bench: fresh `ctxd serve` memory: %w", merr)
+	if err := errors.Join(merr, cerr); err != nil {
+		return took, mem, cpu, fmt.Errorf("bench: fresh `ctxd serve` memory or CPU: %w", err)
 	}
-	return took, mem, nil
+	return took, mem, cpu, nil
 }
 
 // benchQuery is a search of the mixed load; session empty: across sessions.
@@ -882,6 +932,7 @@ func (r *benchRun) mixed(ctx context.Context) error {
 	start := time.Now()
 	deadline := start.Add(o.Duration)
 	var failed atomic.Bool
+	cpu0, cpuErr := r.cpu()
 	for w := range o.Clients {
 		wg.Add(1)
 		go func() {
@@ -978,6 +1029,7 @@ func (r *benchRun) mixed(ctx context.Context) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, cpuErr1 := r.cpu()
 	var perr error
 	if stopProfile != nil {
 		perr = stopProfile()
@@ -999,6 +1051,12 @@ func (r *benchRun) mixed(ctx context.Context) error {
 		m.EmptySearches += results[i].empty
 	}
 	m.TotalPerSec = math.Round(float64(count)/elapsed.Seconds()*10) / 10
+	if cpuErr == nil && cpuErr1 == nil && cpu1 > 0 {
+		m.CPUSeconds = math.Round((cpu1-cpu0).Seconds()*100) / 100
+		if count > 0 {
+			m.CPUMsPerOp = benchMS((cpu1 - cpu0) / time.Duration(count))
+		}
+	}
 	r.rep.Mixed = m
 	r.logf("mixed: %d operations in %.1fs, load %s", count, elapsed.Seconds(), benchLoadAvg())
 	if err := ctx.Err(); err != nil {

@@ -167,7 +167,8 @@ func (c *benchClient) waitReady(ctx context.Context, timeout time.Duration) erro
 
 // benchProcMem is what /proc/<pid>/status says about memory, in bytes.
 type benchProcMem struct {
-	RSS, HWM int64
+	RSS, HWM   int64
+	Anon, File int64 // RssAnon, RssFile: heap and the like; mapped files (bolt's mmap), which the kernel can drop
 }
 
 func benchReadProcMem(pid string) (benchProcMem, error) {
@@ -180,7 +181,18 @@ func benchReadProcMem(pid string) (benchProcMem, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
+		var dst *int64
+		switch k {
+		case "VmRSS":
+			dst = &m.RSS
+		case "VmHWM":
+			dst = &m.HWM
+		case "RssAnon":
+			dst = &m.Anon
+		case "RssFile":
+			dst = &m.File
+		}
+		if !ok || dst == nil {
 			continue
 		}
 		fields := strings.Fields(v) // "123456 kB"
@@ -191,11 +203,7 @@ func benchReadProcMem(pid string) (benchProcMem, error) {
 		if err != nil {
 			return m, fmt.Errorf("/proc/%s/status: %s: %w", pid, k, err)
 		}
-		if k == "VmRSS" {
-			m.RSS = n << 10
-		} else {
-			m.HWM = n << 10
-		}
+		*dst = n << 10
 	}
 	if err := sc.Err(); err != nil {
 		return m, err
@@ -262,3 +270,32 @@ func benchPercentile(sorted []time.Duration, p float64) time.Duration {
 func benchMS(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
 
 func benchMB(n int64) float64 { return math.Round(float64(n)/(1<<20)*10) / 10 }
+
+// benchCPU is the CPU time (user + system) pid has used so far: "self" from
+// getrusage, another process from /proc/<pid>/stat (in USER_HZ ticks, 100 a
+// second on Linux).
+func benchCPU(pid string) (time.Duration, error) {
+	if pid == "self" {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			return 0, err
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command may hold spaces
+	f := strings.Fields(s[i+1:])       // f[0] is field 3 (state): utime is field 14, stime 15
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%s/stat: unexpected format", pid)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%s/stat: bad utime/stime", pid)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}

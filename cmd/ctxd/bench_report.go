@@ -19,6 +19,13 @@ func (r *benchReport) writeJSON(w io.Writer) error {
 	return err
 }
 
+func (r *benchReport) cpuNote() string {
+	if r.Options.Server == "" {
+		return " (in-process: with the load generator)"
+	}
+	return ""
+}
+
 func (r *benchReport) writeText(w io.Writer) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -44,11 +51,15 @@ func (r *benchReport) writeText(w io.Writer) error {
 			in.Messages, in.Seconds, in.MessagesPerSec, in.MBPerSec, in.Window)
 		fmt.Fprintf(&b, "  batch latency: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms; %d batches, %d errors, %d compactions; client generation %.2fs\n",
 			in.Batch.P50, in.Batch.P95, in.Batch.P99, in.Batch.Max, in.Batch.Count, in.Errors, in.Compactions, in.ClientSeconds)
+		if in.CPUSeconds > 0 {
+			fmt.Fprintf(&b, "  server CPU: %.2fs, %.1f ms per batch%s\n", in.CPUSeconds, in.CPUMsPerBatch, r.cpuNote())
+		}
 	}
 	if s := r.Startup; s != nil {
 		fmt.Fprintf(&b, "startup: shutdown %.3fs; in-process restart to /readyz 200 in %.3fs", s.ShutdownSeconds, s.InProcessSeconds)
 		if s.FreshSeconds > 0 {
-			fmt.Fprintf(&b, "; fresh process %.3fs (RSS %.1f MB when ready)", s.FreshSeconds, s.FreshRSSMB)
+			fmt.Fprintf(&b, "; fresh process %.3fs using %.2fs of CPU (RSS %.1f MB when ready: anon %.1f, file %.1f)",
+				s.FreshSeconds, s.FreshCPUSeconds, s.FreshRSSMB, s.FreshAnonMB, s.FreshFileMB)
 		} else if s.FreshNote != "" {
 			fmt.Fprintf(&b, "; fresh process %s", s.FreshNote)
 		}
@@ -58,6 +69,9 @@ func (r *benchReport) writeText(w io.Writer) error {
 		fmt.Fprintf(&b, "mixed load: %.1fs, %d clients, mix %s: %.1f ops/s", m.Seconds, m.Clients, o.Mix, m.TotalPerSec)
 		if m.EmptySearches > 0 {
 			fmt.Fprintf(&b, ", %d searches found nothing", m.EmptySearches)
+		}
+		if m.CPUSeconds > 0 {
+			fmt.Fprintf(&b, "; server CPU %.2fs, %.2f ms per operation%s", m.CPUSeconds, m.CPUMsPerOp, r.cpuNote())
 		}
 		fmt.Fprintf(&b, "\n  %-15s %8s %8s %9s %9s %9s %9s %7s\n", "op", "count", "ops/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "errors")
 		for _, op := range benchOps {
@@ -73,7 +87,7 @@ func (r *benchReport) writeText(w io.Writer) error {
 		if m.RSSAfterIngest > 0 {
 			fmt.Fprintf(&b, " VmRSS %.1f MB after ingest,", m.RSSAfterIngest)
 		}
-		fmt.Fprintf(&b, " VmRSS %.1f MB at the end, VmHWM %.1f MB", m.RSSEnd, m.HWM)
+		fmt.Fprintf(&b, " VmRSS %.1f MB at the end (anon %.1f, file %.1f), VmHWM %.1f MB", m.RSSEnd, m.AnonEnd, m.FileEnd, m.HWM)
 		if m.GoSys > 0 {
 			fmt.Fprintf(&b, "; Go heap live %.1f MB, Go sys %.1f MB", m.GoHeapLive, m.GoSys)
 		}

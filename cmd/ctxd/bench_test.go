@@ -177,6 +177,7 @@ func TestBenchOptions(t *testing.T) {
 		func(o *benchOptions) { o.ServerPID = 1 },
 		func(o *benchOptions) { o.Prefix = "a/b" },
 		func(o *benchOptions) { o.Mode = "fuzzy" },
+		func(o *benchOptions) { o.SkipIngest = true },
 	}
 	for i, f := range bad {
 		o := benchDefaults()
