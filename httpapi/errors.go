@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -64,6 +65,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		if status == http.StatusRequestEntityTooLarge {
 			msg = fmt.Sprintf("request body is over the limit of %d bytes; send fewer messages per call", s.opts.BodyLimit)
 		}
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// The client went away or the request ran out of time: not a bug.
+		status, code, msg = http.StatusServiceUnavailable, memory.EUNAVAILABLE, "request cancelled or timed out before it finished"
 	default:
 		code = memory.ErrorCode(err)
 		status = statusOf[code]

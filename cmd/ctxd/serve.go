@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -43,6 +44,11 @@ func newServeCmd() *cobra.Command {
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
+			}
+			if os.Getenv("GOGC") == "" {
+				// Ingest allocates heavily (tokenizer, Bleve analysis); GC at
+				// 100% took a large share of CPU. 200 trades some heap for it.
+				debug.SetGCPercent(200)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

@@ -74,7 +74,7 @@ func putMessage(tx *bolt.Tx, m, old *memory.Message) error {
 		return fmt.Errorf("put id %s: %w", m.ID, err)
 	}
 	if m.Vector != nil {
-		if err := tx.Bucket(bucketVectors).Put([]byte(m.ID), encodeVector(m.Vector)); err != nil {
+		if err := tx.Bucket(bucketVectors).Put([]byte(m.ID), encodeVector(m)); err != nil {
 			return fmt.Errorf("put vector %s: %w", m.ID, err)
 		}
 	}
@@ -107,7 +107,9 @@ func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, 
 		}
 		if withVectors {
 			if vb := vecs.Get([]byte(m.ID)); vb != nil {
-				m.Vector = decodeVector(vb)
+				if m.Vector, err = decodeVector(m.ID, vb); err != nil {
+					return false, err
+				}
 			}
 		}
 		out = append(out, m)
@@ -170,7 +172,11 @@ func (s *Store) MessagesByID(ctx context.Context, tenant string, ids []string, w
 			}
 			if withVectors {
 				if vb := vecs.Get([]byte(id)); vb != nil {
-					m.Vector = decodeVector(vb)
+					v, err := decodeVector(m.ID, vb)
+					if err != nil {
+						return err
+					}
+					m.Vector = v
 				}
 			}
 			out = append(out, m)
@@ -228,21 +234,18 @@ func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
 	})
 }
 
-// ForEachVector calls fn for every message with a vector. Content is cleared:
-// the vector index does not need it and the caller may keep the values.
+// ForEachVector calls fn for every message with a vector, with the fields
+// the vector index needs (no content), read from the vector records alone.
 func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
-		msgs, vecs := tx.Bucket(bucketMessages), tx.Bucket(bucketVectors)
-		return msgs.ForEach(func(k, v []byte) error {
-			m, err := decodeMessage(v)
+		return tx.Bucket(bucketVectors).ForEach(func(k, v []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			m, err := decodeVectorRecord(string(k), v)
 			if err != nil {
 				return err
 			}
-			vb := vecs.Get([]byte(m.ID))
-			if vb == nil {
-				return nil
-			}
-			m.Content, m.Vector = "", decodeVector(vb)
 			return fn(m)
 		})
 	})
@@ -261,7 +264,11 @@ func (s *Store) ForEachMessage(ctx context.Context, fn func(*memory.Message) err
 				return err
 			}
 			if vb := vecs.Get([]byte(m.ID)); vb != nil {
-				m.Vector = decodeVector(vb)
+				v, err := decodeVector(m.ID, vb)
+				if err != nil {
+					return err
+				}
+				m.Vector = v
 			}
 			return fn(m)
 		})
@@ -282,7 +289,8 @@ func (s *Store) ReplaceVectors(ctx context.Context, vectors map[string][]float32
 			if err != nil {
 				return err
 			}
-			if err := vecs.Put([]byte(id), encodeVector(v)); err != nil {
+			m.Vector = v
+			if err := vecs.Put([]byte(id), encodeVector(m)); err != nil {
 				return fmt.Errorf("put vector %s: %w", id, err)
 			}
 			if err := logChange(tx, memory.Change{Op: memory.ChangeUpsert, Tenant: m.Tenant, SessionID: m.SessionID, MessageID: id}); err != nil {

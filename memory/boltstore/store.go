@@ -142,20 +142,86 @@ func stateByte(s memory.State) byte {
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
-func encodeVector(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+// A vector record carries what the vector index needs besides the vector
+// (session, state, time, role), so start-up loads vectors without decoding
+// every message's JSON: version byte, state byte, role byte, created_at
+// (Unix ns, 8 bytes), tenant and session (uvarint length + bytes), then the
+// float32s little-endian.
+const vectorRecordVersion = 1
+
+func encodeVector(m *memory.Message) []byte {
+	b := make([]byte, 0, 3+8+2*binary.MaxVarintLen64+len(m.Tenant)+len(m.SessionID)+4*len(m.Vector))
+	b = append(b, vectorRecordVersion, stateByte(m.State), roleByte(m.Role))
+	b = binary.BigEndian.AppendUint64(b, uint64(m.CreatedAt.UnixNano()))
+	b = binary.AppendUvarint(b, uint64(len(m.Tenant)))
+	b = append(b, m.Tenant...)
+	b = binary.AppendUvarint(b, uint64(len(m.SessionID)))
+	b = append(b, m.SessionID...)
+	for _, f := range m.Vector {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 	}
 	return b
 }
 
-func decodeVector(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+// decodeVectorRecord fills id, tenant, session, state, role, time and vector.
+func decodeVectorRecord(id string, b []byte) (*memory.Message, error) {
+	bad := fmt.Errorf("vector record %s is damaged", id)
+	if len(b) < 11 || b[0] != vectorRecordVersion {
+		return nil, bad
 	}
-	return v
+	m := &memory.Message{ID: id, State: stateOf(b[1]), Role: roleOf(b[2]),
+		CreatedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[3:11]))).UTC()}
+	rest := b[11:]
+	for _, dst := range []*string{&m.Tenant, &m.SessionID} {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || uint64(len(rest)-k) < n {
+			return nil, bad
+		}
+		*dst = string(rest[k : k+int(n)])
+		rest = rest[k+int(n):]
+	}
+	if len(rest)%4 != 0 {
+		return nil, bad
+	}
+	m.Vector = make([]float32, len(rest)/4)
+	for i := range m.Vector {
+		m.Vector[i] = math.Float32frombits(binary.LittleEndian.Uint32(rest[4*i:]))
+	}
+	return m, nil
+}
+
+// decodeVector reads just the vector of a record.
+func decodeVector(id string, b []byte) ([]float32, error) {
+	m, err := decodeVectorRecord(id, b)
+	if err != nil {
+		return nil, err
+	}
+	return m.Vector, nil
+}
+
+var roles = []memory.Role{memory.RoleSystem, memory.RoleUser, memory.RoleAssistant, memory.RoleTool}
+
+func roleByte(r memory.Role) byte {
+	for i, x := range roles {
+		if x == r {
+			return byte('a' + i)
+		}
+	}
+	return 'z'
+}
+
+func roleOf(b byte) memory.Role {
+	if i := int(b - 'a'); i >= 0 && i < len(roles) {
+		return roles[i]
+	}
+	return ""
+}
+
+func stateOf(b byte) memory.State {
+	if i := int(b - 'a'); i >= 0 && i < len(memory.States) {
+		return memory.States[i]
+	}
+	return ""
 }
 
 func getSession(tx *bolt.Tx, tenant, id string) (*memory.Session, error) {

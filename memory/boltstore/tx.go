@@ -48,7 +48,9 @@ func (t *sessionTx) Message(id string) (*memory.Message, error) {
 		return nil, err
 	}
 	if vb := t.tx.Bucket(bucketVectors).Get([]byte(id)); vb != nil {
-		m.Vector = decodeVector(vb)
+		if m.Vector, err = decodeVector(id, vb); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
