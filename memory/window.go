@@ -143,7 +143,7 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 		// at most a quarter of it.
 		req.MaxTokens = sess.ContextWindow - min(pol.ReserveTokens, sess.ContextWindow/4)
 	}
-	b := &windowBuilder{s: s, sess: sess, pol: pol, req: req, chosen: map[*unit]string{},
+	b := &windowBuilder{s: s, sess: sess, pol: pol, req: req, chosen: map[*unit]string{}, scores: map[string]scoring.Score{},
 		res: &ContextResult{Recovered: []string{}, Budget: ContextBudget{MaxTokens: req.MaxTokens, Levels: map[string]int{}}}}
 	var err error
 	if b.window, err = s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{States: []State{StateActive, StateRecovered}}); err != nil {
@@ -181,6 +181,11 @@ func (b *windowBuilder) build(ctx context.Context) (*ContextResult, error) {
 	}
 	rest := b.avail
 	b.takeRecent()
+	// With nothing cold to recover and a window that fits whole, there is
+	// nothing to rank: skip scoring (the common case for young sessions).
+	if b.sess.Counts.Dropped+b.sess.Counts.Summarized == 0 && b.takeAllIfFits() {
+		return b.assemble(), nil
+	}
 	if err := b.scoreWindow(ctx); err != nil {
 		return nil, err
 	}
@@ -243,13 +248,40 @@ func (b *windowBuilder) takeRecent() {
 	}
 }
 
+// takeAllIfFits takes every unit left when together they fit.
+func (b *windowBuilder) takeAllIfFits() bool {
+	need := 0
+	for _, u := range b.units {
+		if _, done := b.chosen[u]; !done {
+			need += u.tokens
+		}
+	}
+	if need > b.avail {
+		return false
+	}
+	for _, u := range b.units {
+		if _, done := b.chosen[u]; done {
+			continue
+		}
+		source := SourceWorking
+		if u.msgs[0].IsSummary() {
+			source = SourceSummary
+		}
+		b.chosen[u] = source
+		b.use(source, u.tokens)
+	}
+	return true
+}
+
 // scoreWindow scores the window's units against the prompt.
 func (b *windowBuilder) scoreWindow(ctx context.Context) error {
 	scores, err := b.s.scoreMessages(ctx, b.sess, b.req.Prompt, b.qvec, b.window, b.window, []State{StateActive, StateRecovered})
 	if err != nil {
 		return err
 	}
-	b.scores = scores
+	for id, sc := range scores {
+		b.scores[id] = sc
+	}
 	for _, u := range b.units {
 		u.score = unitScore(u, scores)
 	}
