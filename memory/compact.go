@@ -55,6 +55,9 @@ type ScoredMessage struct {
 	Components *scoring.Components `json:"components,omitempty"`
 }
 
+// minSummaryRun is the shortest run of messages worth a summary.
+const minSummaryRun = 3
+
 // maxPromptAtDrop bounds the prompt kept with each cold chunk.
 const maxPromptAtDrop = 2000
 
@@ -266,6 +269,14 @@ func (s *Service) summarizeRuns(ctx context.Context, sess *Session, pol Policy, 
 		for _, u := range run {
 			msgs = append(msgs, u.msgs...)
 			runTokens += u.tokens
+		}
+		if len(msgs) < minSummaryRun {
+			// A summary of one or two turns is mostly header: drop them
+			// (still recoverable by id and by search).
+			for _, u := range run {
+				u.decision = DecisionDrop
+			}
+			continue
 		}
 		sum, err := s.Summarizer.Summarize(ctx, SummaryRequest{Messages: msgs, TargetTokens: summaryTarget(pol, sess, runTokens),
 			Encoding: sess.Encoding, Prompt: rep.Prompt})

@@ -38,7 +38,7 @@ var DefaultPolicy = Policy{
 	TargetPct:            0.35,
 	ReserveTokens:        4096,
 	FlushThresholdTokens: 4000,
-	RelevanceCutoff:      0.15,
+	RelevanceCutoff:      0.05,
 	MinChunksToKeep:      6,
 	KeepRecent:           6,
 	RecoverableForDays:   30,

@@ -36,7 +36,9 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 	var units []*unit
 	var all []*Message
 	for _, m := range cold {
-		if seen[m.Seq] || !(m.State == StateDropped || m.State == StateSummarized) {
+		// Originals only: a cold summary holds no turn verbatim, and its
+		// sources are candidates themselves.
+		if seen[m.Seq] || m.IsSummary() || !(m.State == StateDropped || m.State == StateSummarized) {
 			continue
 		}
 		group, err := s.coldGroup(ctx, sess.Tenant, sess.ID, m, b.s.RecoverNext)

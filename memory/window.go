@@ -64,7 +64,7 @@ type ContextBudget struct {
 // Context limits.
 const (
 	maxContextTokens   = 10_000_000
-	recoveryCandidates = 40
+	recoveryCandidates = 100
 )
 
 // Context builds the best window for the next prompt within max_tokens:
@@ -106,19 +106,41 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if err != nil || len(res.Recovered) == 0 {
 		return res, err
 	}
-	// Recoveries grow the working window. Past the hard limit, compact now,
-	// against this prompt (so what was just recovered scores high); below
-	// it, the next write compacts at the trigger, off this call's latency.
-	// The window already built is unaffected.
+	// Recoveries grow the working window: compact against this prompt (so
+	// what was just recovered scores high). Past the hard limit, now; past
+	// the trigger, in the background, off this call's latency. The window
+	// already built is unaffected.
 	if sess, err = s.Store.Session(ctx, tenant, sessionID); err == nil {
-		if s.status(sess).State == WindowOverLimit {
-			_, err = s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: req.Prompt, Trigger: TriggerAuto})
+		switch s.status(sess).State {
+		case WindowOverLimit:
+			_, err = s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: req.Prompt, Trigger: TriggerHardLimit})
+		case WindowCompactionDue:
+			s.compactInBackground(tenant, sessionID, req.Prompt)
 		}
 	}
 	if err != nil {
 		s.Logger.Error("compaction after recovery failed", "session", sessionID, "err", err)
 	}
 	return res, nil
+}
+
+// compactInBackground compacts a session after the caller's answer; Close
+// waits for it.
+func (s *Service) compactInBackground(tenant, sessionID, prompt string) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx := NewContextWithTenant(context.Background(), tenant)
+		unlock := s.lockSession(tenant, sessionID)
+		defer unlock()
+		sess, err := s.Store.Session(ctx, tenant, sessionID)
+		if err != nil || s.status(sess).State == WindowOK || s.status(sess).State == WindowFlushDue {
+			return // compacted meanwhile, or gone
+		}
+		if _, err := s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: prompt, Trigger: TriggerAuto}); err != nil {
+			s.Logger.Error("background compaction failed", "session", sessionID, "err", err)
+		}
+	}()
 }
 
 type windowBuilder struct {
@@ -195,9 +217,9 @@ func (b *windowBuilder) build(ctx context.Context) (*ContextResult, error) {
 	}
 	b.takeRecovered(int(b.s.Shares.Recovered * float64(rest)))
 	b.takeBest(SourceWorking, func(u *unit) bool { return !u.msgs[0].IsSummary() }, b.avail)
-	// Unused shares flow: summaries and recoveries may use what is left.
-	b.takeBest(SourceSummary, func(u *unit) bool { return u.msgs[0].IsSummary() }, b.avail)
+	// Unused shares flow: verbatim recoveries first, then summaries.
 	b.takeRecovered(b.avail)
+	b.takeBest(SourceSummary, func(u *unit) bool { return u.msgs[0].IsSummary() }, b.avail)
 	if err := b.commitRecoveries(ctx); err != nil {
 		return nil, err
 	}

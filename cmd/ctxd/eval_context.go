@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -131,6 +132,32 @@ func runContextEval(ctx context.Context, cl *evalClient, o evalOptions, convs []
 	counter := ctxCounter{tok}
 	r := &ctxReport{Window: o.Window, Budget: o.Budget, Batch: o.ContextBatch, Counts: map[string]int{},
 		Sums: map[string]*[ctxMethods]float64{}, Sources: map[string]int{}, Composition: map[string]int{}}
+	// The BM25 rankings first, while the index holds the recall sessions
+	// but not yet the ctx- sessions, whose turns and growing summaries
+	// would shift the collection statistics from one question to the next.
+	for _, c := range convs {
+		if err := cl.do(ctx, "DELETE", "/v1/sessions/"+c.CtxSessionID, nil, nil, 404); err != nil {
+			return nil, fmt.Errorf("conversation %s: clear session: %w", c.ID, err)
+		}
+	}
+	pos := map[string]map[string]int{} // conversation -> turn id -> place
+	for _, c := range convs {
+		pos[c.ID] = map[string]int{}
+		for i, t := range c.Turns {
+			pos[c.ID][t.TurnID] = i
+		}
+	}
+	bm25 := make([][]string, len(questions))
+	for i := range questions {
+		if asked[i] {
+			q := &questions[i]
+			var err error
+			if bm25[i], err = bm25Ranking(ctx, cl, evalSessionID(q.ConvID), q.Question, pos[q.ConvID]); err != nil {
+				return nil, fmt.Errorf("question %s: bm25 baseline: %w", questions[i].QID, err)
+			}
+		}
+	}
+
 	byConv := map[string]*ctxConv{}
 	var cs []*ctxConv
 	for _, c := range convs {
@@ -149,7 +176,7 @@ func runContextEval(ctx context.Context, cl *evalClient, o evalOptions, convs []
 		}
 		q := &questions[i]
 		c := byConv[q.ConvID]
-		res, err := r.ask(ctx, cl, counter, c, q)
+		res, err := r.ask(ctx, cl, counter, c, q, bm25[i])
 		if err != nil {
 			return nil, fmt.Errorf("question %s: %w", q.QID, err)
 		}
@@ -335,7 +362,7 @@ func (r *ctxReport) reachable(ctx context.Context, cl *evalClient, c *ctxConv, e
 }
 
 // ask sends one question to the context endpoint and packs the baselines.
-func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter, c *ctxConv, q *evalQuestion) (ctxQuestion, error) {
+func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter, c *ctxConv, q *evalQuestion, ranked []string) (ctxQuestion, error) {
 	res := ctxQuestion{QID: string(q.QID), Category: q.categoryKey(), Source: map[string]string{}}
 	gold := map[string]bool{}
 	for _, e := range q.Evidence {
@@ -430,10 +457,6 @@ func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter,
 
 	// BM25 packing: the best text-mode hits of the recall session, each
 	// that still fits.
-	ranked, _, err := searchTurns(ctx, cl, c.SessionID, q.Question, evalMaxK, "text")
-	if err != nil {
-		return res, fmt.Errorf("bm25 baseline: %w", err)
-	}
 	window, used = nil, 0
 	for _, id := range ranked {
 		n, ok := c.cost[id]
@@ -467,6 +490,49 @@ func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter,
 		}
 	}
 	return res, nil
+}
+
+// bm25Ranking is the recall session's text-mode (BM25) ranking of its turns
+// for the question, best first; equal scores in conversation order, so that
+// which turns fill the last tokens of the budget does not depend on ids.
+func bm25Ranking(ctx context.Context, cl *evalClient, session, question string, pos map[string]int) ([]string, error) {
+	var ans struct {
+		Results []struct {
+			ID        string         `json:"id"`
+			SessionID string         `json:"session_id"`
+			Score     float64        `json:"score"`
+			Metadata  map[string]any `json:"metadata"`
+		} `json:"results"`
+	}
+	if err := cl.do(ctx, "POST", "/v1/search",
+		map[string]any{"query": question, "session_id": session, "k": evalMaxK, "mode": "text"}, &ans); err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	type hit struct {
+		id    string
+		score float64
+	}
+	var hits []hit
+	seen := map[string]bool{}
+	for _, h := range ans.Results {
+		id := turnIDOf(h.Metadata)
+		if id == "" || h.SessionID != session || seen[id] {
+			continue
+		}
+		seen[id] = true
+		hits = append(hits, hit{id, h.Score})
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int {
+		if a.score != b.score {
+			return cmp.Compare(b.score, a.score)
+		}
+		return cmp.Compare(pos[a.id], pos[b.id])
+	})
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.id
+	}
+	return ids, nil
 }
 
 // evidenceIn is the gold turn ids present in window, in window order, once.
