@@ -35,13 +35,15 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 	seen := map[uint64]bool{}
 	var units []*unit
 	var all []*Message
-	for _, m := range cold {
+	for rank, m := range cold {
 		// Originals only: a cold summary holds no turn verbatim, and its
 		// sources are candidates themselves.
 		if seen[m.Seq] || m.IsSummary() || !(m.State == StateDropped || m.State == StateSummarized) {
 			continue
 		}
-		group, err := s.coldGroup(ctx, sess.Tenant, sess.ID, m, b.s.RecoverNext)
+		// The next turn pays for the best few hits only; for all of them it
+		// spends the budget multi-hop questions need on neighbours.
+		group, err := s.coldGroup(ctx, sess.Tenant, sess.ID, m, b.s.RecoverNext && rank < recoverNextTop)
 		if err != nil {
 			return err
 		}
