@@ -103,7 +103,7 @@ func TestAutoCompactionUnderBudget(t *testing.T) {
 		t.Fatalf("protected messages left the window: %v", window[:2])
 	}
 	// Summaries are searchable and carry their sources.
-	res := ts.search(map[string]any{"query": "weather river walked", "session_id": "auto", "states": []string{"active"}, "k": 50})
+	res := ts.search(map[string]any{"query": "summary of messages weather river walked", "session_id": "auto", "k": 100})
 	foundSummary := false
 	for _, r := range res {
 		if r["kind"] == "summary" && len(r["sources"].([]any)) > 0 {
