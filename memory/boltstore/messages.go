@@ -21,11 +21,7 @@ func (s *Store) Append(ctx context.Context, tenant, id string, create func() *me
 	var sess *memory.Session
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		sess, err = getSession(tx, tenant, id)
-		if memory.ErrorCode(err) == memory.ENOTFOUND {
-			sess, err = create(), nil
-		}
-		if err != nil {
+		if sess, err = getOrCreateSession(tx, tenant, id, create); err != nil {
 			return err
 		}
 		for _, m := range msgs {

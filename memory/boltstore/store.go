@@ -236,6 +236,16 @@ func getSession(tx *bolt.Tx, tenant, id string) (*memory.Session, error) {
 	return &sess, nil
 }
 
+// getOrCreateSession returns the stored session, or create() when there is
+// none (saved by the caller's putSession at the end of the transaction).
+func getOrCreateSession(tx *bolt.Tx, tenant, id string, create func() *memory.Session) (*memory.Session, error) {
+	sess, err := getSession(tx, tenant, id)
+	if memory.ErrorCode(err) == memory.ENOTFOUND {
+		return create(), nil
+	}
+	return sess, err
+}
+
 func putSession(tx *bolt.Tx, sess *memory.Session) error {
 	b, err := json.Marshal(sess)
 	if err != nil {
