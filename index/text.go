@@ -225,7 +225,7 @@ func filterQueries(q *memory.SearchQuery) []query.Query {
 // scopedQuery is the text query restricted to q's tenant, sessions, states
 // and times.
 func (x *Index) scopedQuery(q *memory.SearchQuery) query.Query {
-	return bleve.NewConjunctionQuery(append([]query.Query{x.textQuery(q.Text)}, filterQueries(q)...)...)
+	return bleve.NewConjunctionQuery(append([]query.Query{x.textQuery(x.withoutCommonTerms(context.Background(), q.Text))}, filterQueries(q)...)...)
 }
 
 // unscored runs a filter without scores or term vectors. Inside a

@@ -1,0 +1,47 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+// On a large enough index, words in most documents drop out of the text
+// clause when rarer ones remain, and the rarest survive when none is rare.
+func TestCommonTermsArePruned(t *testing.T) {
+	old := commonTermMinDocs
+	commonTermMinDocs = 100
+	t.Cleanup(func() { commonTermMinDocs = old })
+
+	x := openTest(t, Options{})
+	var batch []*memory.Message
+	for i := 0; i < 200; i++ {
+		content := "weather report for the harbour"
+		if i%50 == 0 {
+			content += " walrus"
+		}
+		batch = append(batch, msg("t", "s", fmt.Sprintf("m%03d", i), content, 0))
+	}
+	batch[7].Content += " zeppelin"
+	mustApply(t, x, memory.IndexBatch{Upserts: batch, Watermark: 1})
+
+	ctx := context.Background()
+	if got := x.withoutCommonTerms(ctx, "weather zeppelin"); got != "zeppelin" {
+		t.Fatalf("pruned query = %q, want the rare word only", got)
+	}
+	if got := x.withoutCommonTerms(ctx, "weather harbour walrus"); got != "walrus" {
+		t.Fatalf("pruned query = %q", got)
+	}
+	if got := x.withoutCommonTerms(ctx, "zeppelin walrus"); got != "zeppelin walrus" {
+		t.Fatalf("a query of rare words changed: %q", got)
+	}
+	if got := x.withoutCommonTerms(ctx, "weather harbour report"); len(got) == 0 || got == "weather harbour report" {
+		t.Fatalf("a query of common words only should keep its rarest few, got %q", got)
+	}
+	hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "weather zeppelin", Mode: memory.ModeText, K: 1})
+	if len(hits) != 1 || hits[0].ID != "m007" {
+		t.Fatalf("search after pruning = %v", ids(hits))
+	}
+}
