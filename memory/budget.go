@@ -14,15 +14,14 @@ const (
 // before context is lost.
 const FlushPrompt = "the session is near compaction: save durable facts, decisions and preferences now as pinned notes"
 
-// Budget is the policy that turns a window's size into a state.
+// Budget is the policy that turns a window's size into a state (see
+// Policy.Budget for the defaults).
 type Budget struct {
 	TriggerPct     float64 // compaction starts at this share of the context window
 	MaxPct         float64 // hard limit
 	FlushThreshold int     // tokens before the trigger at which the agent is asked to flush
 }
 
-// DefaultBudget is the documented default policy.
-var DefaultBudget = Budget{TriggerPct: 0.50, MaxPct: 0.85, FlushThreshold: 4000}
 
 // State classifies a window of tokens out of window.
 func (b Budget) State(tokens, window int) string {
