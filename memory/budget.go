@@ -22,7 +22,6 @@ type Budget struct {
 	FlushThreshold int     // tokens before the trigger at which the agent is asked to flush
 }
 
-
 // State classifies a window of tokens out of window.
 func (b Budget) State(tokens, window int) string {
 	switch {
