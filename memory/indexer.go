@@ -156,17 +156,31 @@ func (ix *indexer) open(ctx context.Context) error {
 }
 
 func (ix *indexer) loadVectors(ctx context.Context) error {
+	n, err := inBatches(func(fn func(*Message) error) error { return ix.store.ForEachVector(ctx, fn) },
+		func(batch []*Message) error { return ix.index.LoadVectors(ctx, batch) })
+	if err != nil {
+		return fmt.Errorf("load vectors: %w", err)
+	}
+	ix.log.Debug("vectors loaded", "count", n)
+	return nil
+}
+
+// inBatches feeds what scan visits to apply, changeBatch at a time, and
+// returns how many went through. Each call gets a fresh slice.
+func inBatches(scan func(func(*Message) error) error, apply func([]*Message) error) (int, error) {
 	var batch []*Message
 	n := 0
+	// The last call may be empty: a rebuild of an empty store still records
+	// its watermark.
 	flush := func() error {
-		if err := ix.index.LoadVectors(ctx, batch); err != nil {
-			return fmt.Errorf("load vectors: %w", err)
+		if err := apply(batch); err != nil {
+			return err
 		}
 		n += len(batch)
-		batch = batch[:0]
+		batch = make([]*Message, 0, changeBatch)
 		return nil
 	}
-	err := ix.store.ForEachVector(ctx, func(m *Message) error {
+	err := scan(func(m *Message) error {
 		batch = append(batch, m)
 		if len(batch) == changeBatch {
 			return flush()
@@ -176,42 +190,23 @@ func (ix *indexer) loadVectors(ctx context.Context) error {
 	if err == nil {
 		err = flush()
 	}
-	if err != nil {
-		return err
-	}
-	ix.log.Debug("vectors loaded", "count", n)
-	return nil
+	return n, err
 }
 
 // rebuild indexes every stored message and records watermark upTo (read
 // before the scan: later changes are replayed after it, idempotently).
 func (ix *indexer) rebuild(ctx context.Context, upTo uint64) error {
 	ix.log.Warn("rebuilding the full-text index from the store")
-	var batch []*Message
-	n := 0
-	flush := func() error {
-		if err := ix.index.Apply(ctx, IndexBatch{Upserts: batch, Watermark: upTo}); err != nil {
-			return fmt.Errorf("rebuild index: %w", err)
-		}
-		n += len(batch)
-		batch = batch[:0]
-		if n%50000 < changeBatch {
-			ix.log.Info("rebuilding index", "messages", n)
-		}
-		return nil
-	}
-	err := ix.store.ForEachMessage(ctx, func(m *Message) error {
-		batch = append(batch, m)
-		if len(batch) == changeBatch {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
+	n, err := inBatches(func(fn func(*Message) error) error { return ix.store.ForEachMessage(ctx, fn) },
+		func(batch []*Message) error {
+			if err := ix.index.Apply(ctx, IndexBatch{Upserts: batch, Watermark: upTo}); err != nil {
+				return err
+			}
+			ix.log.Debug("rebuilding index", "batch", len(batch))
+			return nil
+		})
 	if err != nil {
-		return err
+		return fmt.Errorf("rebuild index: %w", err)
 	}
 	ix.watermark.Store(upTo)
 	ix.log.Info("index rebuilt", "messages", n)
