@@ -26,5 +26,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newEvalCmd())
 	root.AddCommand(newBenchCmd())
+	addClientCommands(root)
+	addAdminCommands(root)
 	return root
 }
