@@ -76,6 +76,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 		msg = memory.ErrorMessage(err)
 	}
+	unauthorizedHeader(c, status)
+	if status == http.StatusTooManyRequests {
+		c.Response().Header().Set("Retry-After", "1")
+	}
 	if status >= 500 {
 		s.opts.Logger.ErrorContext(c.Request().Context(), "request failed", "err", err, "code", code,
 			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"golang.org/x/time/rate"
 )
 
 // DefaultBodyLimit is the largest request body accepted.
@@ -26,13 +27,22 @@ type Options struct {
 	LogContent bool // log request bodies (message content); off by default
 	// SearchNeighbors is the search's "neighbors" when a request does not say.
 	SearchNeighbors int
+	// Keys are the API keys; none: no auth, every caller is the default tenant.
+	Keys []Key
+	// RateLimit is requests per second per key (per client IP without keys),
+	// with bursts of RateBurst; 0 turns limiting off.
+	RateLimit float64
+	RateBurst int
+	// RequestTimeout cancels a request's work after this long; 0: never.
+	RequestTimeout time.Duration
 }
 
 // Server is the HTTP front of a memory.Service.
 type Server struct {
-	svc  *memory.Service
-	opts Options
-	e    *echo.Echo
+	svc     *memory.Service
+	opts    Options
+	e       *echo.Echo
+	limiter *middleware.RateLimiterMemoryStore
 }
 
 //go:embed openapi.json
@@ -47,6 +57,10 @@ func New(svc *memory.Service, opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{svc: svc, opts: opts, e: echo.New()}
+	if opts.RateLimit > 0 {
+		s.limiter = middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
+			Rate: rate.Limit(opts.RateLimit), Burst: max(opts.RateBurst, 1), ExpiresIn: 3 * time.Minute})
+	}
 	e := s.e
 	e.HideBanner, e.HidePort = true, true
 	// Without a trusted proxy in front, X-Forwarded-For is the client's to forge.
@@ -75,23 +89,28 @@ func New(svc *memory.Service, opts Options) *Server {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/openapi.json", s.openapi)
+	e.GET("/openapi.json", s.openapi, s.admit)
 
 	// Middleware goes on routes, not on the group: a group with middleware
 	// catches every unknown method as 404 and 405 is lost.
 	v1 := e.Group("/v1")
-	body := s.limitBody
-	v1.GET("/sessions", s.listSessions)
-	v1.PUT("/sessions/:id", s.putSession, body)
-	v1.GET("/sessions/:id", s.getSession)
-	v1.DELETE("/sessions/:id", s.deleteSession)
-	v1.POST("/sessions/:id/messages", s.appendMessages, body)
-	v1.GET("/sessions/:id/messages", s.listMessages)
-	v1.POST("/search", s.search, body)
-	v1.POST("/sessions/:id/compact", s.compact, body)
-	v1.POST("/sessions/:id/context", s.context, body)
-	v1.GET("/sessions/:id/cold", s.listCold)
-	v1.POST("/sessions/:id/messages/:message_id/recover", s.recoverMessage, body)
+	// Authentication and the rate limit come before the body is read.
+	mw := []echo.MiddlewareFunc{s.admit}
+	if opts.RequestTimeout > 0 {
+		mw = append(mw, middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{Timeout: opts.RequestTimeout}))
+	}
+	body := append(mw[:len(mw):len(mw)], s.limitBody)
+	v1.GET("/sessions", s.listSessions, mw...)
+	v1.PUT("/sessions/:id", s.putSession, body...)
+	v1.GET("/sessions/:id", s.getSession, mw...)
+	v1.DELETE("/sessions/:id", s.deleteSession, mw...)
+	v1.POST("/sessions/:id/messages", s.appendMessages, body...)
+	v1.GET("/sessions/:id/messages", s.listMessages, mw...)
+	v1.POST("/search", s.search, body...)
+	v1.POST("/sessions/:id/compact", s.compact, body...)
+	v1.POST("/sessions/:id/context", s.context, body...)
+	v1.GET("/sessions/:id/cold", s.listCold, mw...)
+	v1.POST("/sessions/:id/messages/:message_id/recover", s.recoverMessage, body...)
 	return s
 }
 

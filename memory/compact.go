@@ -89,6 +89,10 @@ func (s *Service) lockSession(tenant, id string) func() {
 
 func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, req CompactRequest) (*CompactionReport, error) {
 	start := time.Now()
+	if err := s.compactSem.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.compactSem.release()
 	sess, err := s.Store.Session(ctx, tenant, sessionID)
 	if err != nil {
 		return nil, err
@@ -311,7 +315,7 @@ func (s *Service) summarizeRuns(ctx context.Context, sess *Session, pol Policy, 
 		for i, m := range out {
 			texts[i] = EmbedText(m)
 		}
-		vecs, err := s.Embedder.Embed(ctx, texts)
+		vecs, err := s.embed(ctx, texts)
 		if err != nil {
 			return nil, 0, fmt.Errorf("embed summaries: %w", err)
 		}
@@ -427,7 +431,7 @@ func (s *Service) event(stream string, ev map[string]any) {
 func (s *Service) scoreUnits(ctx context.Context, sess *Session, prompt string, window []*Message, units []*unit) (map[string]scoring.Score, error) {
 	var qvec []float32
 	if strings.TrimSpace(prompt) != "" {
-		vecs, err := s.Embedder.Embed(ctx, []string{prompt})
+		vecs, err := s.embed(ctx, []string{prompt})
 		if err != nil {
 			return nil, fmt.Errorf("embed prompt: %w", err)
 		}

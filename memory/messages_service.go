@@ -120,7 +120,7 @@ func (s *Service) prepare(ctx context.Context, enc string, pol Policy, msgs []*M
 			return err
 		}
 	}
-	vecs, err := s.Embedder.Embed(ctx, texts)
+	vecs, err := s.embed(ctx, texts)
 	if err != nil {
 		return fmt.Errorf("embed %d messages: %w", len(msgs), err)
 	}

@@ -55,7 +55,7 @@ func (s *Service) reembed(ctx context.Context, from, to string) error {
 		if len(ids) == 0 {
 			return nil
 		}
-		vecs, err := s.Embedder.Embed(ctx, texts)
+		vecs, err := s.embed(ctx, texts)
 		if err != nil {
 			return fmt.Errorf("re-embed: %w", err)
 		}

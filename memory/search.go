@@ -92,7 +92,7 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 	q := SearchQuery{Tenant: tenant, Text: r.Query, Sessions: r.Sessions, States: r.States,
 		Since: r.Since, Until: r.Until, K: r.K, Mode: r.Mode, Highlight: true}
 	if r.Mode != ModeText {
-		vecs, err := s.Embedder.Embed(ctx, []string{r.Query})
+		vecs, err := s.embed(ctx, []string{r.Query})
 		if err != nil {
 			return nil, fmt.Errorf("embed query: %w", err)
 		}

@@ -52,6 +52,9 @@ type Service struct {
 	// Reembed allows Open to re-embed every stored message when the data dir
 	// was embedded by another model; without it Open refuses.
 	Reembed bool
+	// Concurrency bounds compactions and embedding calls; zero fields use
+	// DefaultConcurrency.
+	Concurrency Concurrency
 
 	ix           *indexer
 	sessionLocks sync.Map // tenant\x00session -> *sync.Mutex
@@ -60,6 +63,9 @@ type Service struct {
 	ready        atomic.Bool
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
+	compactSem   semaphore
+	embedSem     semaphore
+	queued       sync.Map // tenant\x00session -> background compaction queued
 }
 
 // Open checks the embedding model, brings the index up to date with the store,
@@ -87,6 +93,14 @@ func (s *Service) Open(ctx context.Context) error {
 		s.Defaults = DefaultDefaults
 	}
 	s.entropy = ulid.Monotonic(rand.Reader, 0)
+	if s.Concurrency.Compactions <= 0 {
+		s.Concurrency.Compactions = DefaultConcurrency.Compactions
+	}
+	if s.Concurrency.Embeds <= 0 {
+		s.Concurrency.Embeds = DefaultConcurrency.Embeds
+	}
+	s.compactSem = make(semaphore, s.Concurrency.Compactions)
+	s.embedSem = make(semaphore, s.Concurrency.Embeds)
 	s.ix = &indexer{store: s.Store, index: s.Index, log: s.Logger.With("component", "indexer")}
 	if err := s.checkModel(ctx); err != nil {
 		return err

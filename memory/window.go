@@ -133,9 +133,14 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 // compactInBackground compacts a session after the caller's answer; Close
 // waits for it.
 func (s *Service) compactInBackground(tenant, sessionID, prompt string) {
+	key := tenant + "\x00" + sessionID
+	if _, queued := s.queued.LoadOrStore(key, true); queued {
+		return // one queued compaction per session is enough
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.queued.Delete(key)
 		ctx := NewContextWithTenant(context.Background(), tenant)
 		unlock := s.lockSession(tenant, sessionID)
 		defer unlock()
@@ -190,7 +195,7 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 		if promptTokens, err = MessageTokens(s.Tokenizer, sess.Encoding, &Message{Role: RoleUser, Content: req.Prompt}); err != nil {
 			return nil, err
 		}
-		vecs, err := s.Embedder.Embed(ctx, []string{req.Prompt})
+		vecs, err := s.embed(ctx, []string{req.Prompt})
 		if err != nil {
 			return nil, fmt.Errorf("embed prompt: %w", err)
 		}

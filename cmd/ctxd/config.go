@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"strings"
 	"time"
 
+	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -45,7 +47,17 @@ type Config struct {
 	RecoverNext        bool
 	PurgeInterval      time.Duration
 	SearchNeighbors    int
+	APIKeys            string
+	AllowRemote        bool
+	RateLimit          float64
+	RateBurst          int
+	RequestTimeout     time.Duration
+	MaxCompactions     int
+	MaxEmbeds          int
 	Policy             memory.Policy
+
+	// Keys are --api-keys plus the config file's keys section.
+	Keys []httpapi.Key
 }
 
 // bindServeFlags declares the flags with their defaults.
@@ -77,6 +89,13 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.BoolVar(&c.RecoverNext, "recover-next", true, "recover the turn after a recovered one with it")
 	fs.DurationVar(&c.PurgeInterval, "purge-interval", time.Hour, "how often cold chunks past recoverable_for_days are purged")
 	fs.IntVar(&c.SearchNeighbors, "search-neighbors", 0, "search brings the turn after each of its first N results (a request's \"neighbors\" wins)")
+	fs.StringVar(&c.APIKeys, "api-keys", "", "API keys as tenant:key,tenant2:key2 (a key may be sha256:HEX; tenant * is an admin key that may act as any tenant with the X-Ctxd-Tenant header); empty: no auth, loopback only. Prefer CTXD_API_KEYS or the config file's keys section to a flag")
+	fs.BoolVar(&c.AllowRemote, "allow-remote", false, "listen on a non-loopback address even without API keys")
+	fs.Float64Var(&c.RateLimit, "rate-limit", 500, "requests per second per API key (per client IP without keys); 0: off")
+	fs.IntVar(&c.RateBurst, "rate-burst", 1000, "requests a key may send at once above --rate-limit")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", 2*time.Minute, "cancel a request's work after this long (answers 503); 0: never")
+	fs.IntVar(&c.MaxCompactions, "max-compactions", 2, "compactions running at once across sessions")
+	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
 	bindPolicyFlags(fs, &c.Policy)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 }
@@ -101,7 +120,7 @@ func applyLayers(fs *pflag.FlagSet, configPath string, getenv func(string) strin
 		if err := yaml.Unmarshal(b, &file); err != nil {
 			return fmt.Errorf("parse config %s: %w", configPath, err)
 		}
-		known := map[string]bool{}
+		known := map[string]bool{keysSection: true}
 		fs.VisitAll(func(f *pflag.Flag) { known[fileKey(f.Name)] = true })
 		for k := range file {
 			if !known[k] {
@@ -130,9 +149,58 @@ func applyLayers(fs *pflag.FlagSet, configPath string, getenv func(string) strin
 	return err
 }
 
+// keysSection is the config file's list of API keys:
+//
+//	keys:
+//	  - {tenant: acme, key: "..."}
+//	  - {tenant: ops, sha256: "64 hex digits", admin: true}
+const keysSection = "keys"
+
+type keyEntry struct {
+	Tenant string `yaml:"tenant"`
+	Key    string `yaml:"key"`
+	SHA256 string `yaml:"sha256"`
+	Admin  bool   `yaml:"admin"`
+}
+
+// loadKeys fills c.Keys from --api-keys and the config file's keys section.
+func (c *Config) loadKeys(configPath string) error {
+	keys, err := httpapi.ParseKeys(c.APIKeys)
+	if err != nil {
+		return fmt.Errorf("api-keys: %w", err)
+	}
+	if configPath != "" {
+		b, err := os.ReadFile(configPath)
+		if err != nil {
+			return fmt.Errorf("read config %s: %w", configPath, err)
+		}
+		var file struct {
+			Keys []keyEntry `yaml:"keys"`
+		}
+		if err := yaml.Unmarshal(b, &file); err != nil {
+			return fmt.Errorf("parse config %s: keys: %w", configPath, err)
+		}
+		for i, fk := range file.Keys {
+			k, err := httpapi.NewKey(fk.Tenant, fk.Key, fk.SHA256, fk.Admin)
+			if err != nil {
+				return fmt.Errorf("config %s: keys[%d]: %w", configPath, i, err)
+			}
+			keys = append(keys, k)
+		}
+	}
+	c.Keys = keys
+	return nil
+}
+
 // Validate checks the values, naming the setting that is wrong.
 func (c *Config) Validate() error {
 	switch {
+	case len(c.Keys) == 0 && !c.AllowRemote && !loopback(c.Addr):
+		return fmt.Errorf("addr: %s is reachable from other machines and no API keys are set: set CTXD_API_KEYS (or a keys section in the config file), or --allow-remote to serve without auth", c.Addr)
+	case c.RateLimit < 0 || c.RateBurst < 0:
+		return fmt.Errorf("rate-limit, rate-burst: must not be negative")
+	case c.MaxCompactions < 1 || c.MaxEmbeds < 1:
+		return fmt.Errorf("max-compactions, max-embeds: must be at least 1")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("log-format: %q is not text or json", c.LogFormat)
 	case c.BodyLimit < 1024:
@@ -155,6 +223,19 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("share-summary, share-recovered: must be non-negative and sum to at most 1")
 	}
 	return c.Policy.Validate()
+}
+
+// loopback reports whether addr only accepts connections from this machine.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // bindPolicyFlags declares one flag per compaction policy field, named after

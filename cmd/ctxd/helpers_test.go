@@ -20,6 +20,8 @@ type testServer struct {
 	Main *Main
 	URL  string
 	Dir  string
+	// Header is sent with every request (e.g. Authorization).
+	Header http.Header
 }
 
 func testConfig(dir string) Config {
@@ -47,6 +49,17 @@ func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer 
 	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir}
 	t.Cleanup(func() { ts.Stop() })
 	return ts
+}
+
+// as returns a client of the same server that sends key (and, when given,
+// acts as tenant).
+func (ts *testServer) as(key string, tenant ...string) *testServer {
+	c := *ts
+	c.Header = http.Header{"Authorization": {"Bearer " + key}}
+	if len(tenant) > 0 {
+		c.Header.Set("X-Ctxd-Tenant", tenant[0])
+	}
+	return &c
 }
 
 // Stop closes the server; calling it twice is harmless.
@@ -92,6 +105,9 @@ func (ts *testServer) do(method, path string, body any) resp {
 		ts.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range ts.Header {
+		req.Header[k] = v
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		ts.t.Fatalf("%s %s: %v", method, path, err)

@@ -42,6 +42,9 @@ func newServeCmd() *cobra.Command {
 			if err := applyLayers(cmd.Flags(), configPath, os.Getenv); err != nil {
 				return err
 			}
+			if err := cfg.loadKeys(configPath); err != nil {
+				return err
+			}
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -143,13 +146,16 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			MaxMessagesPerCall: cfg.MaxMessagesPerCall, MaxContentBytes: cfg.MaxContentBytes,
 			MaxMetadataKeys: memory.DefaultLimits.MaxMetadataKeys, MaxMetadataBytes: memory.DefaultLimits.MaxMetadataBytes,
 		},
-		Defaults: memory.Defaults{ContextWindow: cfg.ContextWindow, Encoding: cfg.Encoding},
-		Reembed:  cfg.Reembed,
+		Defaults:    memory.Defaults{ContextWindow: cfg.ContextWindow, Encoding: cfg.Encoding},
+		Reembed:     cfg.Reembed,
+		Concurrency: memory.Concurrency{Compactions: cfg.MaxCompactions, Embeds: cfg.MaxEmbeds},
 	}
 	if err := m.Service.Open(ctx); err != nil {
 		return fmt.Errorf("open service: %w", err)
 	}
-	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent, SearchNeighbors: cfg.SearchNeighbors})
+	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent,
+		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+		RequestTimeout: cfg.RequestTimeout})
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/httpapi"
+)
+
+const (
+	keyA     = "key-of-tenant-a-0123456789"
+	keyB     = "key-of-tenant-b-0123456789"
+	keyAdmin = "key-of-the-admin-0123456789"
+)
+
+func startWithKeys(t *testing.T, mutate ...func(*Config)) *testServer {
+	t.Helper()
+	keys, err := httpapi.ParseKeys("a:" + keyA + ",b:" + keyB + ",*:" + keyAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, t.TempDir(), append([]func(*Config){func(c *Config) { c.Keys = keys }}, mutate...)...)
+}
+
+func TestAuthNeedsAValidKey(t *testing.T) {
+	ts := startWithKeys(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		ts.mustDo(200, "GET", path, nil)
+	}
+	anon := ts.do("GET", "/v1/sessions", nil)
+	if anon.Status != 401 || anon.errCode() != "unauthorized" {
+		t.Fatalf("no key: %d %s", anon.Status, anon.Raw)
+	}
+	for _, h := range []string{"Bearer wrong-key-0123456789", "Basic " + keyA, keyA, "Bearer ", "Bearer " + keyA + "x"} {
+		c := *ts
+		c.Header = http.Header{"Authorization": {h}}
+		for _, r := range []struct{ method, path string }{{"GET", "/v1/sessions"}, {"GET", "/openapi.json"},
+			{"POST", "/v1/search"}, {"POST", "/v1/sessions/s/messages"}, {"DELETE", "/v1/sessions/s"}} {
+			got := c.do(r.method, r.path, map[string]any{"query": "x", "messages": []any{msg("user", "hi")}})
+			if got.Status != 401 || got.errCode() != "unauthorized" {
+				t.Errorf("%q %s %s: %d %s, want 401", h, r.method, r.path, got.Status, got.Raw)
+			}
+		}
+	}
+	// Nothing was written by the refused requests.
+	if got := ts.as(keyA).search(map[string]any{"query": "hi"}); len(got) != 0 {
+		t.Fatalf("a refused write was stored: %v", got)
+	}
+	ts.as(keyA).mustDo(200, "GET", "/openapi.json", nil)
+}
+
+// Two tenants use the same session id; every route must keep them apart.
+func TestTenantIsolationPerRoute(t *testing.T) {
+	ts := startWithKeys(t)
+	a, b := ts.as(keyA), ts.as(keyB)
+	a.mustDo(200, "PUT", "/v1/sessions/shared", map[string]any{"context_window": 4096})
+	aIDs := a.store("shared", msg("user", "alpha launch code is marmalade"), msg("assistant", "noted the marmalade code"))
+	aOnly := a.store("aonly", msg("user", "alpha private plan with pineapple"))[0]
+	b.store("shared", msg("user", "bravo likes turnips"))
+	snapA := a.snapshot("shared") + a.snapshot("aonly")
+
+	// Reads.
+	if r := b.do("GET", "/v1/sessions/aonly", nil); r.Status != 404 {
+		t.Errorf("GET another tenant's session: %d", r.Status)
+	}
+	st := b.mustDo(200, "GET", "/v1/sessions/shared", nil)
+	if n := st["messages"].(map[string]any)["active"].(float64); n != 1 {
+		t.Errorf("b's shared session shows %v active messages, want its own 1", n)
+	}
+	if list := b.mustDo(200, "GET", "/v1/sessions", nil); strings.Contains(fmt.Sprint(list), "aonly") {
+		t.Errorf("list shows another tenant's session: %v", list)
+	}
+	if ms := b.mustDo(200, "GET", "/v1/sessions/shared/messages?state=all", nil); strings.Contains(fmt.Sprint(ms), "marmalade") {
+		t.Errorf("messages show another tenant's content")
+	}
+	if r := b.do("GET", "/v1/sessions/aonly/messages", nil); r.Status != 404 {
+		t.Errorf("list another tenant's messages: %d %s", r.Status, r.Raw)
+	}
+	for _, req := range []map[string]any{{"query": "marmalade"}, {"query": "pineapple", "session_id": "aonly"},
+		{"query": "marmalade", "sessions": []string{"shared", "aonly"}}, {"query": "alpha", "mode": "vector"}} {
+		for _, r := range b.search(req) {
+			if strings.Contains(r["content"].(string), "alpha") {
+				t.Errorf("search %v found another tenant's message %v", req, r)
+			}
+		}
+	}
+	ctx := b.mustDo(200, "POST", "/v1/sessions/shared/context", map[string]any{"prompt": "what is the marmalade launch code?"})
+	if strings.Contains(fmt.Sprint(ctx["messages"]), "marmalade") {
+		t.Errorf("context of b's session carries a's messages")
+	}
+	if r := b.do("POST", "/v1/sessions/aonly/context", map[string]any{"prompt": "plan?"}); r.Status != 404 && strings.Contains(string(r.Raw), "pineapple") {
+		t.Errorf("context on another tenant's session: %d %s", r.Status, r.Raw)
+	}
+	if r := b.do("GET", "/v1/sessions/aonly/cold", nil); r.Status == 200 && strings.Contains(string(r.Raw), "pineapple") {
+		t.Errorf("cold listing shows another tenant's chunks")
+	}
+
+	// Writes and deletes.
+	b.mustDo(200, "PUT", "/v1/sessions/shared", map[string]any{"context_window": 8192})
+	b.store("shared", msg("user", "bravo again"))
+	if r := b.do("POST", "/v1/sessions/aonly/compact", map[string]any{}); r.Status != 404 {
+		t.Errorf("compact another tenant's session: %d %s", r.Status, r.Raw)
+	}
+	b.mustDo(200, "POST", "/v1/sessions/shared/compact", map[string]any{})
+	for _, id := range append(aIDs, aOnly) {
+		for _, sess := range []string{"shared", "aonly"} {
+			if r := b.do("POST", "/v1/sessions/"+sess+"/messages/"+id+"/recover", nil); r.Status != 404 {
+				t.Errorf("recover another tenant's message %s in %s: %d %s", id, sess, r.Status, r.Raw)
+			}
+		}
+	}
+	if r := b.do("DELETE", "/v1/sessions/aonly", nil); r.Status != 404 {
+		t.Errorf("delete another tenant's session: %d", r.Status)
+	}
+	b.mustDo(204, "DELETE", "/v1/sessions/shared", nil)
+
+	if got := a.snapshot("shared") + a.snapshot("aonly"); got != snapA {
+		t.Fatalf("tenant b's requests changed tenant a's data:\nbefore %s\nafter  %s", snapA, got)
+	}
+	if got := a.search(map[string]any{"query": "marmalade", "session_id": "shared"}); len(got) == 0 {
+		t.Fatal("a's message is no longer searchable after b deleted its own session of the same id")
+	}
+}
+
+func TestAdminKeyActsAsAnyTenant(t *testing.T) {
+	ts := startWithKeys(t)
+	ts.as(keyA).store("s1", msg("user", "alpha note about quinces"))
+	admin := ts.as(keyAdmin, "a")
+	if got := admin.search(map[string]any{"query": "quinces"}); len(got) != 1 {
+		t.Fatalf("admin acting as a found %d results, want 1", len(got))
+	}
+	if got := ts.as(keyAdmin).search(map[string]any{"query": "quinces"}); len(got) != 0 {
+		t.Fatalf("admin without a tenant header sees tenant a: %v", got)
+	}
+	if r := ts.as(keyB, "a").do("GET", "/v1/sessions/s1", nil); r.Status != 403 || r.errCode() != "forbidden" {
+		t.Fatalf("tenant b naming tenant a: %d %s, want 403", r.Status, r.Raw)
+	}
+	if r := ts.as(keyAdmin, "../etc").do("GET", "/v1/sessions", nil); r.Status != 400 {
+		t.Fatalf("admin naming a bad tenant: %d %s, want 400", r.Status, r.Raw)
+	}
+}
+
+func TestRateLimitPerKey(t *testing.T) {
+	ts := startWithKeys(t, func(c *Config) { c.RateLimit, c.RateBurst = 0.01, 3 })
+	a := ts.as(keyA)
+	for i := range 3 {
+		a.mustDo(200, "GET", "/v1/sessions", nil)
+		_ = i
+	}
+	r := a.do("GET", "/v1/sessions", nil)
+	if r.Status != 429 || r.errCode() != "rate_limited" {
+		t.Fatalf("4th request in the burst: %d %s, want 429", r.Status, r.Raw)
+	}
+	// Another key has its own allowance; health checks have none.
+	ts.as(keyB).mustDo(200, "GET", "/v1/sessions", nil)
+	ts.mustDo(200, "GET", "/healthz", nil)
+	// Guessing keys is limited per IP.
+	for range 3 {
+		ts.as("guess-0123456789abcdef").do("GET", "/v1/sessions", nil)
+	}
+	if r := ts.as("guess-0123456789abcdef").do("GET", "/v1/sessions", nil); r.Status != 429 {
+		t.Fatalf("key guessing is not rate limited: %d", r.Status)
+	}
+}
+
+func TestRateLimitPerIPWithoutKeys(t *testing.T) {
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.RateLimit, c.RateBurst = 0.01, 2 })
+	ts.mustDo(200, "GET", "/v1/sessions", nil)
+	ts.mustDo(200, "GET", "/v1/sessions", nil)
+	if r := ts.do("GET", "/v1/sessions", nil); r.Status != 429 {
+		t.Fatalf("3rd request: %d, want 429", r.Status)
+	}
+}
+
+func TestKeysFromEnvAndFile(t *testing.T) {
+	sum := sha256.Sum256([]byte("file-key-0123456789abcdef"))
+	file := filepath.Join(t.TempDir(), "ctxd.yaml")
+	os.WriteFile(file, []byte("keys:\n  - {tenant: f, sha256: "+hex.EncodeToString(sum[:])+"}\n  - {tenant: ops, key: ops-key-0123456789abc, admin: true}\n"), 0o600)
+	cmd := newServeCmd()
+	env := map[string]string{"CTXD_API_KEYS": "e:env-key-0123456789abcdef"}
+	if err := applyLayers(cmd.Flags(), file, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	var cfg Config
+	cfg.APIKeys, _ = cmd.Flags().GetString("api-keys")
+	if err := cfg.loadKeys(file); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.Keys = cfg.Keys })
+	ts.as("env-key-0123456789abcdef").store("s", msg("user", "from env tenant"))
+	ts.as("file-key-0123456789abcdef").mustDo(200, "GET", "/v1/sessions", nil)
+	if got := ts.as("ops-key-0123456789abc", "e").search(map[string]any{"query": "env tenant"}); len(got) != 1 {
+		t.Fatalf("admin key from the file, acting as e: %d results", len(got))
+	}
+	if r := ts.as(hex.EncodeToString(sum[:])).do("GET", "/v1/sessions", nil); r.Status != 401 {
+		t.Fatalf("the hash itself was accepted as a key: %d", r.Status)
+	}
+
+	for _, bad := range []string{"nokey", "a:short", "../x:0123456789abcdef0", "a:sha256:abc"} {
+		if _, err := httpapi.ParseKeys(bad); err == nil {
+			t.Errorf("ParseKeys(%q) accepted", bad)
+		} else if strings.Contains(err.Error(), "0123456789abcdef0") {
+			t.Errorf("error repeats the key: %v", err)
+		}
+	}
+}
+
+func TestRemoteListenNeedsKeysOrConsent(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Addr = "0.0.0.0:8080"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "API keys") {
+		t.Fatalf("open address without keys: %v", err)
+	}
+	cfg.AllowRemote = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.AllowRemote = false
+	cfg.Keys, _ = httpapi.ParseKeys("a:" + keyA)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"127.0.0.1:0", "localhost:8080", "[::1]:9000"} {
+		c := testConfig(t.TempDir())
+		c.Addr = addr
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+}
+
+func TestRequestTimeoutCancelsWork(t *testing.T) {
+	slow := slowEmbeddings(t, 3*time.Second)
+	ts := startServer(t, t.TempDir(), func(c *Config) {
+		c.EmbedURL, c.EmbedDim, c.RequestTimeout = slow.URL+"/v1", 8, 300*time.Millisecond
+	})
+	start := time.Now()
+	r := ts.do("POST", "/v1/sessions/s/messages", map[string]any{"messages": []any{msg("user", "slow to embed")}})
+	if r.Status != 503 || r.errCode() != "unavailable" {
+		t.Fatalf("timed-out write: %d %s, want 503", r.Status, r.Raw)
+	}
+	if took := time.Since(start); took > 2500*time.Millisecond {
+		t.Fatalf("the request ran %v past its timeout: its work was not cancelled", took)
+	}
+	if r := ts.do("GET", "/v1/sessions/s/messages", nil); r.Status != 404 {
+		t.Fatalf("a write answered 503 was stored: %d %s", r.Status, r.Raw)
+	}
+}
+
+// slowEmbeddings is fakeEmbeddings that takes delay to answer (or until the
+// client gives up).
+func slowEmbeddings(t *testing.T, delay time.Duration) *httptest.Server {
+	var calls atomic.Int64
+	fast := fakeEmbeddings(t, &calls)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+		fast.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}

@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/labstack/echo/v4"
+)
+
+// TenantHeader lets an admin key act as another tenant.
+const TenantHeader = "X-Ctxd-Tenant"
+
+// Key is one API key. Only its sha256 is kept, so a config file may hold the
+// hash instead of the key.
+type Key struct {
+	Tenant string
+	Hash   [sha256.Size]byte
+	// Admin keys act as the tenant named in TenantHeader (their own when it
+	// is absent).
+	Admin bool
+}
+
+var tenantName = regexp.MustCompile(`^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}$`)
+
+// ParseKeys reads "tenant:key,tenant2:key2". A key written "sha256:HEX" is
+// already hashed; the tenant "*" marks an admin key (acting as the default
+// tenant unless a request names another).
+func ParseKeys(s string) ([]Key, error) {
+	var keys []Key
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		tenant, secret, ok := strings.Cut(part, ":")
+		if !ok || secret == "" {
+			return nil, fmt.Errorf("api key %q: write tenant:key", redact(part))
+		}
+		k, err := NewKey(tenant, secret, "", false)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// NewKey builds a key from a secret or from its hex sha256 (one of them;
+// a secret written "sha256:HEX" counts as the hash). Tenant "*" makes an
+// admin key of the default tenant.
+func NewKey(tenant, secret, sha string, admin bool) (Key, error) {
+	if tenant == "*" {
+		tenant, admin = memory.DefaultTenant, true
+	}
+	if !tenantName.MatchString(tenant) {
+		return Key{}, fmt.Errorf("api key of tenant %q: a tenant is 1 to 128 characters of [A-Za-z0-9._:-], not starting with '.'", tenant)
+	}
+	if h, ok := strings.CutPrefix(secret, "sha256:"); ok {
+		secret, sha = "", h
+	}
+	k := Key{Tenant: tenant, Admin: admin}
+	switch {
+	case secret != "" && sha != "":
+		return Key{}, fmt.Errorf("api key of tenant %q: give the key or its sha256, not both", tenant)
+	case sha != "":
+		b, err := hex.DecodeString(sha)
+		if err != nil || len(b) != sha256.Size {
+			return Key{}, fmt.Errorf("api key of tenant %q: sha256 must be 64 hex digits", tenant)
+		}
+		copy(k.Hash[:], b)
+	case len(secret) < 16:
+		return Key{}, fmt.Errorf("api key of tenant %q: use at least 16 characters", tenant)
+	default:
+		k.Hash = sha256.Sum256([]byte(secret))
+	}
+	return k, nil
+}
+
+func redact(s string) string {
+	if t, _, ok := strings.Cut(s, ":"); ok {
+		return t + ":***"
+	}
+	return "***"
+}
+
+// lookup finds the key whose hash matches. It compares against every key,
+// in constant time each, so timing says nothing about which one matched.
+func lookup(keys []Key, presented string) (Key, bool) {
+	h := sha256.Sum256([]byte(presented))
+	var found Key
+	ok := 0
+	for _, k := range keys {
+		if subtle.ConstantTimeCompare(h[:], k.Hash[:]) == 1 {
+			found, ok = k, 1
+		}
+	}
+	return found, ok == 1
+}
+
+// admit authenticates the caller, puts its tenant in the request context and
+// charges its rate limit: per key, or per client IP without keys (and for
+// failed attempts, so guessing keys is rate limited too).
+func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		tenant := memory.DefaultTenant
+		ip := "ip:" + c.RealIP()
+		if len(s.opts.Keys) > 0 {
+			token, ok := bearer(r.Header.Get(echo.HeaderAuthorization))
+			if !ok {
+				return s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "missing API key: send Authorization: Bearer KEY"))
+			}
+			k, ok := lookup(s.opts.Keys, token)
+			if !ok {
+				return s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "unknown API key"))
+			}
+			tenant = k.Tenant
+			if err := s.charge("key:"+hex.EncodeToString(k.Hash[:8]), nil); err != nil {
+				return err
+			}
+			if asked := r.Header.Get(TenantHeader); asked != "" && asked != tenant {
+				if !k.Admin {
+					return memory.Errorf(memory.EFORBIDDEN, "this key belongs to another tenant; only an admin key may act as %q", asked)
+				}
+				if !tenantName.MatchString(asked) {
+					return memory.Errorf(memory.EINVALID, "%s: not a valid tenant name", TenantHeader)
+				}
+				tenant = asked
+			}
+		} else if err := s.charge(ip, nil); err != nil {
+			return err
+		}
+		c.SetRequest(r.WithContext(memory.NewContextWithTenant(r.Context(), tenant)))
+		return next(c)
+	}
+}
+
+// charge takes one request from identity's allowance: a 429 when it is
+// spent, else err (the outcome the request already has).
+func (s *Server) charge(identity string, err error) error {
+	if s.limiter == nil {
+		return err
+	}
+	if ok, _ := s.limiter.Allow(identity); !ok {
+		return memory.Errorf(memory.ERATELIMITED, "rate limit of %g requests/s exceeded; retry later", s.opts.RateLimit)
+	}
+	return err
+}
+
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// unauthorizedHeader tells clients which scheme to use, as RFC 9110 asks.
+func unauthorizedHeader(c echo.Context, status int) {
+	if status == http.StatusUnauthorized {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="ctxd"`)
+	}
+}
