@@ -41,6 +41,7 @@ type CompactionReport struct {
 	SummaryMethod string          `json:"summary_method,omitempty"`
 	Notes         []string        `json:"notes,omitempty"`
 	Scores        []ScoredMessage `json:"scores,omitempty"`
+	StartedAt     time.Time       `json:"started_at"`
 	TookMS        float64         `json:"took_ms"`
 	Error         string          `json:"error,omitempty"`
 }
@@ -104,7 +105,7 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 	}
 	sort.SliceStable(window, func(i, j int) bool { return window[i].Position() < window[j].Position() })
 	cost := func(m *Message) int { return pol.windowCost(m, sess.AssistantTurns) }
-	rep := &CompactionReport{Trigger: req.Trigger, DryRun: req.DryRun, TokensBefore: pol.windowTokens(sess),
+	rep := &CompactionReport{Trigger: req.Trigger, DryRun: req.DryRun, TokensBefore: pol.windowTokens(sess), StartedAt: start.UTC(),
 		Target:  int(pol.TargetPct * float64(sess.ContextWindow)),
 		Dropped: []string{}, Summarized: []string{}, Summaries: []string{}, Pruned: []string{}}
 	for _, m := range window {
@@ -409,7 +410,7 @@ func (s *Service) afterCompaction(ctx context.Context, tenant, sessionID string,
 		"tokens_before": rep.TokensBefore, "tokens_after": rep.TokensAfter, "target": rep.Target,
 		"dropped": len(rep.Dropped), "summarized": len(rep.Summarized), "summaries": rep.Summaries,
 		"protected_only": rep.ProtectedOnly, "summary_method": rep.SummaryMethod, "notes": rep.Notes,
-		"took_ms": rep.TookMS, "config": pol})
+		"started_at": rep.StartedAt.Format(time.RFC3339Nano), "took_ms": rep.TookMS, "config": pol})
 	for _, m := range moved {
 		s.event("drops", map[string]any{"tenant": tenant, "session": sessionID, "chunk": m.ID,
 			"reason": m.Cold.DropReason, "score": m.Cold.RelevanceScore, "threshold": m.Cold.Threshold,
