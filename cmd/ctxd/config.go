@@ -54,6 +54,8 @@ type Config struct {
 	RequestTimeout     time.Duration
 	MaxCompactions     int
 	MaxEmbeds          int
+	DiskReserve        int64
+	DiskReservePct     float64
 	Policy             memory.Policy
 
 	// Keys are --api-keys plus the config file's keys section.
@@ -96,6 +98,8 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 2*time.Minute, "cancel a request's work after this long (answers 503); 0: never")
 	fs.IntVar(&c.MaxCompactions, "max-compactions", 2, "compactions running at once across sessions")
 	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
+	fs.Int64Var(&c.DiskReserve, "disk-reserve", 256<<20, "refuse new messages (503) while the data dir's disk has less than this many bytes free, or --disk-reserve-pct of it, whichever is smaller")
+	fs.Float64Var(&c.DiskReservePct, "disk-reserve-pct", 0.05, "see --disk-reserve")
 	bindPolicyFlags(fs, &c.Policy)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 }

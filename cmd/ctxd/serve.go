@@ -115,6 +115,9 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if m.Store, err = boltstore.Open(filepath.Join(cfg.DataDir, "ctxd.db"), false); err != nil {
 		return err
 	}
+	if err := m.Store.ReserveDisk(cfg.DiskReserve, cfg.DiskReservePct); err != nil {
+		return err
+	}
 	emb, err := m.openEmbedder(ctx)
 	if err != nil {
 		return err

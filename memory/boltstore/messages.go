@@ -18,8 +18,11 @@ func (s *Store) Append(ctx context.Context, tenant, id string, create func() *me
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.checkFree(); err != nil {
+		return nil, err
+	}
 	var sess *memory.Session
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		if sess, err = getOrCreateSession(tx, tenant, id, create); err != nil {
 			return err
@@ -214,7 +217,7 @@ func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
 
 // TrimChanges deletes change-log entries up to a seq.
 func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketChanges)
 		var keys [][]byte
 		c := b.Cursor()
@@ -274,7 +277,7 @@ func (s *Store) ForEachMessage(ctx context.Context, fn func(*memory.Message) err
 // ReplaceVectors overwrites the vectors of existing messages, logging an
 // upsert for each so the vector index picks them up.
 func (s *Store) ReplaceVectors(ctx context.Context, vectors map[string][]float32) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		idb, vecs, msgs := tx.Bucket(bucketIDs), tx.Bucket(bucketVectors), tx.Bucket(bucketMessages)
 		for id, v := range vectors {
 			key := idb.Get([]byte(id))
@@ -309,7 +312,7 @@ func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 
 // SetMeta writes a store-wide setting.
 func (s *Store) SetMeta(ctx context.Context, key, value string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value))
 	})
 }

@@ -52,7 +52,7 @@ func (s *Store) UpdateSession(ctx context.Context, tenant, id string, create fun
 		return nil, err
 	}
 	var sess *memory.Session
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		if sess, err = getOrCreateSession(tx, tenant, id, create); err != nil {
 			return err
@@ -74,7 +74,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		if _, err := getSession(tx, tenant, id); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxd/ctxd/memory"
@@ -45,6 +46,9 @@ const DefaultLockTimeout = time.Second
 type Store struct {
 	db   *bolt.DB
 	path string
+	// reserve is the free disk space below which Append refuses; see
+	// ReserveDisk.
+	reserve atomic.Int64
 }
 
 var _ memory.Store = (*Store)(nil)

@@ -14,7 +14,7 @@ func (s *Store) Update(ctx context.Context, tenant, sessionID string, fn func(me
 		return nil, err
 	}
 	var sess *memory.Session
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		var err error
 		if sess, err = getSession(tx, tenant, sessionID); err != nil {
 			return err

@@ -1,0 +1,71 @@
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"syscall"
+
+	"github.com/ctxd/ctxd/memory"
+	bolt "go.etcd.io/bbolt"
+)
+
+// update runs fn in a write transaction and turns disk failures into
+// errors the caller can act on: a full or read-only disk is a 503 that
+// says so, not an internal error, and nothing of the transaction is kept.
+func (s *Store) update(fn func(*bolt.Tx) error) error {
+	return diskError(s.db.Update(fn))
+}
+
+func diskError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return memory.Errorf(memory.EUNAVAILABLE, "store: the disk is full (%v); nothing of this request was stored: free space on the data dir's disk, then retry", err)
+	case errors.Is(err, syscall.EROFS):
+		return memory.Errorf(memory.EUNAVAILABLE, "store: the data dir's disk is read-only (%v); nothing of this request was stored", err)
+	case errors.Is(err, syscall.EIO):
+		return memory.Errorf(memory.EUNAVAILABLE, "store: disk I/O error (%v); nothing of this request was stored: check the disk", err)
+	}
+	return err
+}
+
+// ReserveDisk makes Append refuse new messages (503) while the data dir's
+// disk has less than bytes free, or less than pct of it. The indexes and
+// logs written after the store need room too, and Bleve does not survive a
+// full disk gracefully (a segment that fails to persist panics later), so
+// ctxd stops taking new data before the disk fills, as Elasticsearch does
+// at its flood-stage watermark. Deletes and compactions still run, so space
+// can be freed.
+func (s *Store) ReserveDisk(bytes int64, pct float64) error {
+	total, _, err := diskSpace(filepath.Dir(s.path))
+	if err != nil {
+		return err
+	}
+	s.reserve.Store(min(bytes, int64(pct*float64(total))))
+	return nil
+}
+
+func (s *Store) checkFree() error {
+	reserve := s.reserve.Load()
+	if reserve <= 0 {
+		return nil
+	}
+	_, free, err := diskSpace(filepath.Dir(s.path))
+	if err != nil {
+		return nil // cannot tell: the write itself will say if the disk is full
+	}
+	if free < reserve {
+		return memory.Errorf(memory.EUNAVAILABLE, "store: the disk is almost full (%d bytes free, %d kept in reserve for the indexes); nothing of this request was stored: free space on the data dir's disk, or delete sessions, then retry", free, reserve)
+	}
+	return nil
+}
+
+func diskSpace(dir string) (total, free int64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return int64(st.Blocks) * int64(st.Bsize), int64(st.Bavail) * int64(st.Bsize), nil
+}
