@@ -45,6 +45,7 @@ type Config struct {
 	RecoverNext        bool
 	PurgeInterval      time.Duration
 	SearchNeighbors    int
+	Metrics            bool
 	Policy             memory.Policy
 }
 
@@ -77,6 +78,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.BoolVar(&c.RecoverNext, "recover-next", true, "recover the turn after a recovered one with it")
 	fs.DurationVar(&c.PurgeInterval, "purge-interval", time.Hour, "how often cold chunks past recoverable_for_days are purged")
 	fs.IntVar(&c.SearchNeighbors, "search-neighbors", 0, "search brings the turn after each of its first N results (a request's \"neighbors\" wins)")
+	fs.BoolVar(&c.Metrics, "metrics", true, "serve Prometheus metrics at GET /metrics (unauthenticated)")
 	bindPolicyFlags(fs, &c.Policy)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 }
