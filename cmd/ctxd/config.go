@@ -56,6 +56,7 @@ type Config struct {
 	MaxEmbeds          int
 	DiskReserve        int64
 	DiskReservePct     float64
+	Metrics            bool
 	Policy             memory.Policy
 
 	// Keys are --api-keys plus the config file's keys section.
@@ -100,6 +101,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
 	fs.Int64Var(&c.DiskReserve, "disk-reserve", 256<<20, "refuse new messages (503) while the data dir's disk has less than this many bytes free, or --disk-reserve-pct of it, whichever is smaller")
 	fs.Float64Var(&c.DiskReservePct, "disk-reserve-pct", 0.05, "see --disk-reserve")
+	fs.BoolVar(&c.Metrics, "metrics", true, "serve Prometheus metrics at GET /metrics (unauthenticated)")
 	bindPolicyFlags(fs, &c.Policy)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 }

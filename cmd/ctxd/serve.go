@@ -23,6 +23,7 @@ import (
 	"github.com/ctxd/ctxd/index/openai"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
+	"github.com/ctxd/ctxd/metrics"
 	"github.com/ctxd/ctxd/summarize"
 	"github.com/ctxd/ctxd/tokenizer"
 	"github.com/spf13/cobra"
@@ -80,6 +81,7 @@ type Main struct {
 	Service *memory.Service
 	Events  *eventlog.Log
 	HTTP    *httpapi.Server
+	Metrics *metrics.Metrics
 	Addr    net.Addr // where HTTP listens, once Run returned
 
 	serveErr chan error
@@ -122,6 +124,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if err != nil {
 		return err
 	}
+	emb = m.instrument(emb)
 	if m.Index, err = openIndex(m.Logger, filepath.Join(cfg.DataDir, "index"), m.indexOptions(), m.Store); err != nil {
 		return err
 	}
@@ -142,7 +145,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	}
 	m.Service = &memory.Service{
 		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger,
-		Summarizer: summ, Cold: coldstore.Mirror{Store: cold}, Events: m.Events, Policy: cfg.Policy,
+		Summarizer: m.Metrics.Summarizer(summ), Cold: coldstore.Mirror{Store: cold}, Events: m.Metrics.EventLog(m.Events), Policy: cfg.Policy,
 		Shares:      memory.Shares{Summary: cfg.ShareSummary, Recovered: cfg.ShareRecovered},
 		RecoverNext: cfg.RecoverNext, PurgeInterval: cfg.PurgeInterval,
 		Limits: memory.Limits{
@@ -166,6 +169,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	}
 	m.Addr = ln.Addr()
 	m.serveErr = make(chan error, 1)
+	m.serveMetrics()
 	go func() { m.serveErr <- m.HTTP.Serve(ln) }()
 	if cfg.PprofAddr != "" {
 		go func() {

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"path/filepath"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/metrics"
+	"github.com/labstack/echo/v4"
+)
+
+// instrument sets up Main.Metrics (unless --metrics=false) and returns emb
+// timed. It runs before the summarizer is built, so the extractive
+// summarizer's own embedding calls are counted too. With metrics off,
+// Main.Metrics stays nil and its decorators return what they are given.
+func (m *Main) instrument(emb memory.Embedder) memory.Embedder {
+	if m.Config.Metrics && m.Metrics == nil {
+		m.Metrics = metrics.New(m.Logger)
+	}
+	return m.Metrics.Embedder(emb)
+}
+
+// serveMetrics counts every request and serves GET /metrics on the echo
+// root, outside the /v1 group: Prometheus scrapes it without credentials.
+// It runs before HTTP serves, as echo's routes are not safe to change while
+// it does.
+func (m *Main) serveMetrics() {
+	if m.Metrics == nil {
+		return
+	}
+	dir := m.Config.DataDir
+	m.Metrics.WatchSizes(metrics.Sizes{
+		StoreBytes:    metrics.FileBytes(filepath.Join(dir, "ctxd.db")),
+		IndexBytes:    metrics.DirBytes(filepath.Join(dir, "index"), 0),
+		IndexCounts:   m.Index.Count,
+		ColdBytes:     metrics.DirBytes(filepath.Join(dir, "cold"), 0),
+		EventLogBytes: metrics.DirBytes(filepath.Join(dir, "logs"), 0),
+	})
+	e := m.HTTP.Echo()
+	m.Metrics.Instrument(e)
+	e.GET("/metrics", echo.WrapHandler(m.Metrics.Handler()))
+}
