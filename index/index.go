@@ -125,6 +125,9 @@ func setDefault(v *int, def int) {
 // data: Remove it and rebuild from the store.
 var ErrCorrupt = errors.New("index is corrupt or incompatible")
 
+// ErrInUse marks an index another process holds open (a running server).
+var ErrInUse = errors.New("in use by another process")
+
 // Internal keys Bleve stores with the documents.
 var (
 	watermarkKey = []byte("ctxd.watermark")
@@ -214,7 +217,7 @@ func openExisting(dir string, cfg map[string]any) (text bleve.Index, err error) 
 	}()
 	text, err = bleve.OpenUsing(dir, cfg)
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("open index %s: in use by another process: %w", dir, err)
+		return nil, fmt.Errorf("open index %s: %w: %w", dir, ErrInUse, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w: %w", dir, ErrCorrupt, err)

@@ -173,14 +173,19 @@ func (s *Service) Purge(ctx context.Context, now time.Time) (int, error) {
 
 // forEachSession visits every session of every tenant.
 func (s *Service) forEachSession(ctx context.Context, fn func(*Session) error) error {
-	tenants, err := s.Store.Tenants(ctx)
+	return visitSessions(ctx, s.Store, fn)
+}
+
+// visitSessions visits every session of every tenant, by tenant then id.
+func visitSessions(ctx context.Context, st Store, fn func(*Session) error) error {
+	tenants, err := st.Tenants(ctx)
 	if err != nil {
 		return err
 	}
 	for _, t := range tenants {
 		after := ""
 		for {
-			page, err := s.Store.Sessions(ctx, t, after, 500)
+			page, err := st.Sessions(ctx, t, after, 500)
 			if err != nil {
 				return err
 			}

@@ -122,6 +122,13 @@ func (ix *indexer) open(ctx context.Context) error {
 	if err := ix.loadVectors(ctx); err != nil {
 		return err
 	}
+	return ix.catchUp(ctx, start)
+}
+
+// catchUp replays the changes the index lacks, rebuilding it from the store
+// when the change log no longer reaches back to its watermark. The offline
+// admin verbs share it: their vector side is not loaded (nothing searches it).
+func (ix *indexer) catchUp(ctx context.Context, start time.Time) error {
 	wm, err := ix.index.Watermark()
 	if err != nil {
 		return fmt.Errorf("read index watermark: %w", err)
@@ -197,20 +204,27 @@ func inBatches(scan func(func(*Message) error) error, apply func([]*Message) err
 // before the scan: later changes are replayed after it, idempotently).
 func (ix *indexer) rebuild(ctx context.Context, upTo uint64) error {
 	ix.log.Warn("rebuilding the full-text index from the store")
+	_, err := ix.rebuildWith(ctx, upTo, func(int) {})
+	return err
+}
+
+// rebuildWith is rebuild telling done how many messages each batch indexed.
+func (ix *indexer) rebuildWith(ctx context.Context, upTo uint64, done func(int)) (int, error) {
 	n, err := inBatches(func(fn func(*Message) error) error { return ix.store.ForEachMessage(ctx, fn) },
 		func(batch []*Message) error {
 			if err := ix.index.Apply(ctx, IndexBatch{Upserts: batch, Watermark: upTo}); err != nil {
 				return err
 			}
 			ix.log.Debug("rebuilding index", "batch", len(batch))
+			done(len(batch))
 			return nil
 		})
 	if err != nil {
-		return fmt.Errorf("rebuild index: %w", err)
+		return n, fmt.Errorf("rebuild index: %w", err)
 	}
 	ix.watermark.Store(upTo)
 	ix.log.Info("index rebuilt", "messages", n)
-	return nil
+	return n, nil
 }
 
 // trim lets the store forget changes the index holds durably.

@@ -51,6 +51,13 @@ type Store interface {
 	ReplaceVectors(ctx context.Context, vectors map[string][]float32) error
 	// ForEachMessage calls fn for every message of every tenant, in store order.
 	ForEachMessage(ctx context.Context, fn func(*Message) error) error
+	// Import writes a session and its messages exactly as given (ids, seqs,
+	// turns, states, cold info, vectors, timestamps), to restore an export,
+	// in one transaction. The session's counters (counts, tokens, summaries,
+	// prunable) are recomputed from the messages. ECONFLICT if the session or
+	// any message id exists already; EINVALID for messages of another
+	// session or repeated seqs. Every message is logged as an upsert.
+	Import(ctx context.Context, sess *Session, msgs []*Message) (*Session, error)
 
 	// Meta reads a store-wide setting ("" if unset); SetMeta writes one.
 	Meta(ctx context.Context, key string) (string, error)

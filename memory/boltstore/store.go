@@ -68,7 +68,7 @@ func Open(path string, readOnly bool) (*Store, error) {
 		InitialMmapSize: 64 << 20,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, memory.Errorf(memory.EUNAVAILABLE, "store %s is locked by another process (is a ctxd server running on this data dir? stop it first)", path)
+		return nil, memory.Errorf(memory.EUNAVAILABLE, "data dir %s is in use (is a ctxd server running? stop it first)", filepath.Dir(path))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/ctxd/ctxd/coldstore"
+	"github.com/ctxd/ctxd/index"
+	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/boltstore"
+)
+
+// The pieces of a data dir, by path. serve.go opens the same paths.
+func storePath(dataDir string) string { return filepath.Join(dataDir, "ctxd.db") }
+func indexPath(dataDir string) string { return filepath.Join(dataDir, "index") }
+func coldPath(dataDir string) string  { return filepath.Join(dataDir, "cold") }
+
+// indexUse says how an admin verb wants the full-text index.
+type indexUse int
+
+const (
+	indexNone  indexUse = iota // export: the store is enough
+	indexOpen                  // verify, import: as it is (a corrupt one is moved aside)
+	indexFresh                 // reindex: removed and made anew
+)
+
+// dataDir is a data dir opened for an offline admin verb: the store first,
+// so that a running server (which holds its lock) stops us before anything
+// else is touched.
+type dataDir struct {
+	dir   string
+	log   *slog.Logger
+	store *boltstore.Store
+	index *index.Index
+	cold  *coldstore.Store
+	admin *memory.Admin
+}
+
+// openDataDir opens cfg.DataDir; create allows a new data dir (import).
+func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, progress memory.Progress) (*dataDir, error) {
+	d := &dataDir{dir: cfg.DataDir, log: newLogger(cfg, os.Stderr)}
+	if !create {
+		if _, err := os.Stat(storePath(cfg.DataDir)); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("data dir %s has no store (%s): is it a ctxd data dir?", cfg.DataDir, storePath(cfg.DataDir))
+		}
+	}
+	var err error
+	if d.store, err = boltstore.Open(storePath(cfg.DataDir), false); err != nil {
+		return nil, err
+	}
+	if err := d.openIndex(cfg, use); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if d.cold, err = coldstore.Open(coldPath(cfg.DataDir)); err != nil {
+		d.Close()
+		return nil, err
+	}
+	m := NewMain(cfg)
+	m.Logger = d.log
+	d.admin = &memory.Admin{Store: d.store, Cold: coldstore.Mirror{Store: d.cold}, Logger: d.log, Progress: progress,
+		Embedder: m.openEmbedder}
+	if d.index != nil {
+		d.admin.Index, d.admin.Docs = d.index, d.index
+	}
+	return d, nil
+}
+
+func (d *dataDir) openIndex(cfg Config, use indexUse) error {
+	dir := indexPath(cfg.DataDir)
+	opts := index.Options{Fusion: cfg.Fusion, VectorWeight: cfg.VectorWeight}
+	var err error
+	switch use {
+	case indexNone:
+		return nil
+	case indexFresh:
+		if err := index.Remove(dir); err != nil {
+			return err
+		}
+		d.index, err = index.Open(dir, opts)
+	default:
+		d.index, err = openIndex(d.log, dir, opts, d.store)
+	}
+	if errors.Is(err, index.ErrInUse) {
+		return inUse(cfg.DataDir)
+	}
+	return err
+}
+
+func inUse(dir string) error {
+	return memory.Errorf(memory.EUNAVAILABLE, "data dir %s is in use (is a ctxd server running? stop it first)", dir)
+}
+
+// Close closes the index, then the store; a second call does nothing.
+func (d *dataDir) Close() error {
+	var errs []error
+	if d.index != nil {
+		errs = append(errs, d.index.Close())
+		d.index = nil
+	}
+	if d.store != nil {
+		errs = append(errs, d.store.Close())
+		d.store = nil
+	}
+	return errors.Join(errs...)
+}

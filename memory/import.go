@@ -1,0 +1,294 @@
+package memory
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ImportOptions tune an import.
+type ImportOptions struct {
+	// Replace deletes a session that exists already before importing it;
+	// without it such a session stops the import before anything is written.
+	Replace bool
+}
+
+// ImportReport counts what was imported.
+type ImportReport struct {
+	Sessions   int    `json:"sessions"`
+	Messages   int    `json:"messages"`
+	Reembedded int    `json:"reembedded"`
+	Replaced   int    `json:"replaced"`
+	Model      string `json:"embed_model"`
+}
+
+// maxExportLine bounds one line of an export: a message of 1 MiB of content
+// with escapes, metadata and a large vector fits.
+const maxExportLine = 64 << 20
+
+// Import restores an export into the store. The file is read twice: first
+// to refuse sessions that exist (before anything is written), then to
+// write each session with its messages in one transaction. Exported vectors
+// are kept when they come from the data dir's model, otherwise messages are
+// embedded again. The index then catches up through the change log and the
+// cold mirror is written for the sessions' cold messages.
+func (a *Admin) Import(ctx context.Context, r io.ReadSeeker, o ImportOptions) (*ImportReport, error) {
+	hdr, existing, total, err := a.importPlan(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if len(existing) > 0 && !o.Replace {
+		return nil, Errorf(ECONFLICT, "%d session(s) of the export exist in this data dir already (first: %q of tenant %q): nothing was imported; use --replace to overwrite them",
+			len(existing), existing[0].ID, existing[0].Tenant)
+	}
+	useVectors, err := a.importModel(ctx, hdr)
+	if err != nil {
+		return nil, err
+	}
+	rep := &ImportReport{Replaced: len(existing)}
+	for _, s := range existing {
+		if err := a.Store.DeleteSession(ctx, s.Tenant, s.ID); err != nil {
+			return nil, fmt.Errorf("replace session %s: %w", s.ID, err)
+		}
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("rewind export: %w", err)
+	}
+	var cold []SessionRef
+	p := a.progress()
+	p.Begin("importing", total)
+	err = readExport(r, func(s *Session, msgs []*Message) error {
+		n, err := a.importSession(ctx, s, msgs, useVectors)
+		if err != nil {
+			return err
+		}
+		rep.Sessions++
+		rep.Messages += len(msgs)
+		rep.Reembedded += n
+		for _, m := range msgs {
+			if !m.InWindow() {
+				cold = append(cold, SessionRef{s.Tenant, s.ID})
+				break
+			}
+		}
+		return nil
+	})
+	p.End()
+	if err != nil {
+		return rep, err
+	}
+	if rep.Model, _, err = a.Model(ctx); err != nil {
+		return rep, err
+	}
+	if a.Index != nil {
+		if err := a.CatchUp(ctx); err != nil {
+			return rep, fmt.Errorf("index imported messages: %w", err)
+		}
+	}
+	return rep, a.importCold(ctx, existing, cold)
+}
+
+// importPlan reads the header, lists the export's sessions that exist and
+// counts its messages.
+func (a *Admin) importPlan(ctx context.Context, r io.Reader) (*ExportHeader, []SessionRef, int, error) {
+	var hdr *ExportHeader
+	var existing []SessionRef
+	msgs := 0
+	p := a.progress()
+	p.Begin("checking the export", 0)
+	defer p.End()
+	err := scanExport(r, func(rec *ExportRecord, line int) error {
+		p.Add(1)
+		switch {
+		case rec.Type == RecordMessage:
+			msgs++
+		case line == 1:
+			if rec.Type != RecordHeader || rec.Header == nil || rec.Header.Format != ExportFormat {
+				return Errorf(EINVALID, "not a ctxd export: the first line is not a %s header", ExportFormat)
+			}
+			if rec.Header.Version != ExportVersion {
+				return Errorf(EINVALID, "export format version %d: this ctxd reads version %d", rec.Header.Version, ExportVersion)
+			}
+			hdr = rec.Header
+		case rec.Type == RecordSession:
+			s := rec.Session
+			_, err := a.Store.Session(ctx, s.Tenant, s.ID)
+			if err == nil {
+				existing = append(existing, SessionRef{s.Tenant, s.ID})
+			} else if ErrorCode(err) != ENOTFOUND {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && hdr == nil {
+		err = Errorf(EINVALID, "not a ctxd export: empty")
+	}
+	return hdr, existing, msgs, err
+}
+
+// importModel decides whether the exported vectors can be kept: only when
+// they come from the model this data dir uses (or will use, when empty).
+func (a *Admin) importModel(ctx context.Context, hdr *ExportHeader) (bool, error) {
+	model, dim, err := a.Model(ctx)
+	if err != nil {
+		return false, err
+	}
+	if model == "" {
+		emb, err := a.embedder(ctx)
+		if err != nil {
+			return false, err
+		}
+		if err := a.recordModel(ctx, emb); err != nil {
+			return false, err
+		}
+		model, dim = emb.Model(), emb.Dim()
+	}
+	keep := hdr.Vectors && hdr.EmbedModel == model && hdr.EmbedDim == dim
+	if !keep {
+		a.logger().Info("import embeds every message", "export_model", hdr.EmbedModel, "data_dir_model", model, "export_has_vectors", hdr.Vectors)
+	}
+	return keep, nil
+}
+
+// importSession embeds what needs it and writes the session; it returns how
+// many messages were embedded.
+func (a *Admin) importSession(ctx context.Context, s *Session, msgs []*Message, useVectors bool) (int, error) {
+	var embed []*Message
+	for _, m := range msgs {
+		if !useVectors || len(m.Vector) == 0 {
+			m.Vector = nil
+			embed = append(embed, m)
+		}
+	}
+	if err := a.embed(ctx, embed, nil); err != nil {
+		return 0, fmt.Errorf("session %s: %w", s.ID, err)
+	}
+	if _, err := a.Store.Import(ctx, s, msgs); err != nil {
+		return 0, fmt.Errorf("import session %s: %w", s.ID, err)
+	}
+	a.progress().Add(len(msgs))
+	return len(embed), nil
+}
+
+// importCold writes the mirror files of the imported sessions with cold
+// messages, and drops those of replaced sessions that have none now.
+func (a *Admin) importCold(ctx context.Context, replaced, cold []SessionRef) error {
+	if a.Cold == nil {
+		return nil
+	}
+	for _, s := range replaced {
+		if err := a.Cold.Remove(s.Tenant, s.ID); err != nil {
+			return fmt.Errorf("remove cold mirror of replaced session %s: %w", s.ID, err)
+		}
+	}
+	for _, s := range cold {
+		if err := a.rewriteCold(ctx, s.Tenant, s.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readExport calls fn with each session of an export and its messages.
+func readExport(r io.Reader, fn func(*Session, []*Message) error) error {
+	var sess *Session
+	var msgs []*Message
+	flush := func() error {
+		if sess == nil {
+			return nil
+		}
+		err := fn(sess, msgs)
+		sess, msgs = nil, nil
+		return err
+	}
+	err := scanExport(r, func(rec *ExportRecord, line int) error {
+		switch rec.Type {
+		case RecordHeader:
+			return nil
+		case RecordSession:
+			if err := flush(); err != nil {
+				return err
+			}
+			sess = rec.Session
+		case RecordMessage:
+			if sess == nil {
+				return Errorf(EINVALID, "export line %d: a message before any session", line)
+			}
+			m := rec.Message
+			if m.Tenant == "" {
+				m.Tenant = sess.Tenant
+			}
+			if m.SessionID == "" {
+				m.SessionID = sess.ID
+			}
+			m.Vector = rec.Vector
+			msgs = append(msgs, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
+}
+
+// scanExport decodes an export line by line. Metadata numbers are kept as
+// written (json.Number), so integers of any size survive the round trip.
+func scanExport(r io.Reader, fn func(*ExportRecord, int) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), maxExportLine)
+	line := 0
+	for sc.Scan() {
+		line++
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.UseNumber()
+		var rec ExportRecord
+		if err := dec.Decode(&rec); err != nil {
+			return Errorf(EINVALID, "export line %d: %v", line, err)
+		}
+		if err := rec.check(); err != nil {
+			return Errorf(EINVALID, "export line %d: %v", line, err)
+		}
+		if err := fn(&rec, line); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return Errorf(EINVALID, "export line %d: longer than %d bytes", line+1, maxExportLine)
+		}
+		return fmt.Errorf("read export: %w", err)
+	}
+	return nil
+}
+
+func (rec *ExportRecord) check() error {
+	switch rec.Type {
+	case RecordHeader:
+		if rec.Header == nil {
+			return fmt.Errorf("header record without a header")
+		}
+	case RecordSession:
+		if rec.Session == nil {
+			return fmt.Errorf("session record without a session")
+		}
+		if err := ValidateSessionID(rec.Session.ID); err != nil {
+			return err
+		}
+	case RecordMessage:
+		if rec.Message == nil || rec.Message.ID == "" || !rec.Message.State.Valid() {
+			return fmt.Errorf("message record without a message id or a valid state")
+		}
+	default:
+		return fmt.Errorf("unknown record type %q", rec.Type)
+	}
+	return nil
+}

@@ -1,0 +1,358 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Kinds of inconsistency verify reports.
+const (
+	FindIndexBehind   = "index_behind"     // the index lacks changes of the store's log
+	FindIndexAhead    = "index_ahead"      // the index has a watermark the store never reached
+	FindIndexMissing  = "index_missing"    // a stored message has no document
+	FindIndexExtra    = "index_extra"      // a document names no stored message
+	FindIndexStale    = "index_stale"      // a document's state or session differs from the store
+	FindVectorMissing = "vector_missing"   // a stored message has no vector
+	FindVectorDim     = "vector_dim"       // a vector's length is not the data dir's dim
+	FindVectorStale   = "vector_stale"     // a vector record's state differs from its message
+	FindColdMissing   = "cold_missing"     // a cold message has no mirror line
+	FindColdStale     = "cold_stale"       // a mirror line differs from the store or names no cold message
+	FindColdTorn      = "cold_torn"        // a mirror file ends in a cut line
+	FindColdBad       = "cold_unreadable"  // a mirror file has lines that do not parse
+	FindColdOrphan    = "cold_orphan_file" // a mirror file for a session the store does not have
+)
+
+// Finding is one inconsistency between the store (the truth) and a copy.
+type Finding struct {
+	Kind      string `json:"kind"`
+	Tenant    string `json:"tenant,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+	Detail    string `json:"detail"`
+}
+
+func (f Finding) String() string {
+	where := f.SessionID
+	if f.Tenant != "" && f.Tenant != DefaultTenant {
+		where = f.Tenant + "/" + where
+	}
+	if f.MessageID != "" {
+		where += " " + f.MessageID
+	}
+	return fmt.Sprintf("%-16s %s: %s", f.Kind, where, f.Detail)
+}
+
+// VerifyReport is what verify found.
+type VerifyReport struct {
+	Sessions  int       `json:"sessions"`
+	Messages  int       `json:"messages"`
+	IndexDocs int       `json:"index_docs"`
+	Vectors   int       `json:"vectors"`
+	ColdFiles int       `json:"cold_files"`
+	Findings  []Finding `json:"findings"`
+}
+
+// Consistent reports whether nothing was found.
+func (r *VerifyReport) Consistent() bool { return len(r.Findings) == 0 }
+
+// Counts is the number of findings of each kind.
+func (r *VerifyReport) Counts() map[string]int {
+	out := map[string]int{}
+	for _, f := range r.Findings {
+		out[f.Kind]++
+	}
+	return out
+}
+
+func (r *VerifyReport) add(kind string, m msgRef, format string, args ...any) {
+	r.Findings = append(r.Findings, Finding{Kind: kind, Tenant: m.Tenant, SessionID: m.SessionID, MessageID: m.ID,
+		Detail: fmt.Sprintf(format, args...)})
+}
+
+// msgRef names a message; stored is what the store holds of it for verify.
+type msgRef struct{ ID, Tenant, SessionID string }
+
+type storedMsg struct {
+	msgRef
+	State    State
+	VecDim   int   // -1: no vector
+	VecState State // the state the vector record carries
+}
+
+type sessionKey struct{ Tenant, ID string }
+
+// storeScan is the store as verify needs it, in one pass.
+type storeScan struct {
+	msgs     map[string]*storedMsg
+	order    []string                       // ids in store order
+	sessions map[sessionKey]bool            // every stored session
+	cold     map[sessionKey]map[string]bool // per session: ids that went cold (Cold set)
+	coldNow  map[sessionKey]int             // per session: messages in a cold state
+}
+
+func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
+	sc := &storeScan{msgs: map[string]*storedMsg{}, sessions: map[sessionKey]bool{},
+		cold: map[sessionKey]map[string]bool{}, coldNow: map[sessionKey]int{}}
+	p := a.progress()
+	p.Begin("reading the store", 0)
+	defer p.End()
+	if err := visitSessions(ctx, a.Store, func(s *Session) error {
+		sc.sessions[sessionKey{s.Tenant, s.ID}] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	err := a.Store.ForEachMessage(ctx, func(m *Message) error {
+		sm := &storedMsg{msgRef: msgRef{m.ID, m.Tenant, m.SessionID}, State: m.State, VecDim: -1}
+		sc.msgs[m.ID] = sm
+		sc.order = append(sc.order, m.ID)
+		k := sessionKey{m.Tenant, m.SessionID}
+		if m.Cold != nil || !m.InWindow() {
+			if sc.cold[k] == nil {
+				sc.cold[k] = map[string]bool{}
+			}
+			sc.cold[k][m.ID] = true
+		}
+		if !m.InWindow() {
+			sc.coldNow[k]++
+		}
+		p.Add(1)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read messages: %w", err)
+	}
+	err = a.Store.ForEachVector(ctx, func(v *Message) error {
+		if sm := sc.msgs[v.ID]; sm != nil {
+			sm.VecDim, sm.VecState = len(v.Vector), v.State
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read vectors: %w", err)
+	}
+	return sc, nil
+}
+
+// Verify compares the store with the full-text index, the vectors and the
+// cold mirror, and reports every difference. It changes nothing.
+func (a *Admin) Verify(ctx context.Context) (*VerifyReport, error) {
+	sc, err := a.scanStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := &VerifyReport{Sessions: len(sc.sessions), Messages: len(sc.msgs)}
+	if err := a.verifyVectors(ctx, sc, rep); err != nil {
+		return nil, err
+	}
+	if a.Index != nil {
+		if err := a.verifyIndex(ctx, sc, rep); err != nil {
+			return nil, err
+		}
+	}
+	if a.Cold != nil {
+		if err := a.verifyCold(ctx, sc, rep); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+func (a *Admin) verifyVectors(ctx context.Context, sc *storeScan, rep *VerifyReport) error {
+	_, dim, err := a.Model(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range sc.order {
+		m := sc.msgs[id]
+		switch {
+		case m.VecDim < 0:
+			rep.add(FindVectorMissing, m.msgRef, "message has no vector")
+			continue
+		case dim > 0 && m.VecDim != dim:
+			rep.add(FindVectorDim, m.msgRef, "vector has %d dimensions, the data dir's model %d", m.VecDim, dim)
+		case m.VecState != m.State:
+			rep.add(FindVectorStale, m.msgRef, "vector record says state %s, the message is %s", m.VecState, m.State)
+		}
+		rep.Vectors++
+	}
+	return nil
+}
+
+// pendingChanges are the messages and sessions named by changes the index
+// has not applied: a start or --repair replays them, so they are reported
+// once as the index's lag rather than message by message.
+type pendingChanges struct {
+	msgs     map[string]bool
+	sessions map[sessionKey]bool
+}
+
+func (a *Admin) verifyIndex(ctx context.Context, sc *storeScan, rep *VerifyReport) error {
+	pend, err := a.indexLag(ctx, rep)
+	if err != nil {
+		return err
+	}
+	skip := func(r msgRef) bool { return pend.msgs[r.ID] || pend.sessions[sessionKey{r.Tenant, r.SessionID}] }
+	seen := make(map[string]bool, len(sc.msgs))
+	p := a.progress()
+	p.Begin("reading the index", len(sc.msgs))
+	err = a.Docs.ForEachDoc(ctx, func(d IndexDoc) error {
+		rep.IndexDocs++
+		p.Add(1)
+		ref := msgRef{d.ID, d.Tenant, d.SessionID}
+		m := sc.msgs[d.ID]
+		if m != nil {
+			seen[d.ID] = true
+		}
+		switch {
+		case skip(ref) || (m != nil && skip(m.msgRef)):
+		case m == nil:
+			rep.add(FindIndexExtra, ref, "indexed document names no stored message")
+		case d.State != m.State || d.SessionID != m.SessionID || d.Tenant != m.Tenant:
+			rep.add(FindIndexStale, m.msgRef, "index has state %s in %s/%s, the store %s", d.State, d.Tenant, d.SessionID, m.State)
+		}
+		return nil
+	})
+	p.End()
+	if err != nil {
+		return fmt.Errorf("list index documents: %w", err)
+	}
+	for _, id := range sc.order {
+		if m := sc.msgs[id]; !seen[id] && !skip(m.msgRef) {
+			rep.add(FindIndexMissing, m.msgRef, "stored message (%s) is not in the full-text index", m.State)
+		}
+	}
+	return nil
+}
+
+// indexLag reports an index behind or ahead of the store's change log and
+// returns what the unapplied changes name.
+func (a *Admin) indexLag(ctx context.Context, rep *VerifyReport) (pendingChanges, error) {
+	pend := pendingChanges{msgs: map[string]bool{}, sessions: map[sessionKey]bool{}}
+	wm, err := a.Index.Watermark()
+	if err != nil {
+		return pend, fmt.Errorf("read index watermark: %w", err)
+	}
+	last, err := a.Store.LastSeq(ctx)
+	if err != nil {
+		return pend, fmt.Errorf("read store seq: %w", err)
+	}
+	if wm > last {
+		rep.Findings = append(rep.Findings, Finding{Kind: FindIndexAhead,
+			Detail: fmt.Sprintf("index watermark %d is past the store's last change %d: it was built from another store", wm, last)})
+		return pend, nil
+	}
+	if wm == last {
+		return pend, nil
+	}
+	changes, err := a.Store.Changes(ctx, wm, 0)
+	if err != nil {
+		return pend, fmt.Errorf("read change log: %w", err)
+	}
+	if len(changes) == 0 || changes[0].Seq > wm+1 {
+		rep.Findings = append(rep.Findings, Finding{Kind: FindIndexBehind,
+			Detail: fmt.Sprintf("index is at change %d, the store at %d, and the change log no longer reaches back: rebuild", wm, last)})
+		return pend, nil
+	}
+	for _, c := range changes {
+		if c.Op == ChangeDeleteSession {
+			pend.sessions[sessionKey{c.Tenant, c.SessionID}] = true
+		} else {
+			pend.msgs[c.MessageID] = true
+		}
+	}
+	rep.Findings = append(rep.Findings, Finding{Kind: FindIndexBehind,
+		Detail: fmt.Sprintf("index is %d changes behind the store (at %d of %d); a server start or --repair replays them", last-wm, wm, last)})
+	return pend, nil
+}
+
+func (a *Admin) verifyCold(ctx context.Context, sc *storeScan, rep *VerifyReport) error {
+	files, err := a.Cold.MirrorSessions()
+	if err != nil {
+		return fmt.Errorf("list cold mirror: %w", err)
+	}
+	rep.ColdFiles = len(files)
+	check := map[sessionKey]bool{}
+	for _, f := range files {
+		check[sessionKey(f)] = true
+	}
+	for k, n := range sc.coldNow {
+		if n > 0 {
+			check[k] = true
+		}
+	}
+	keys := make([]sessionKey, 0, len(check))
+	for k := range check {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y sessionKey) int {
+		return cmp.Or(strings.Compare(x.Tenant, y.Tenant), strings.Compare(x.ID, y.ID))
+	})
+	for _, k := range keys {
+		if err := a.verifyColdSession(ctx, sc, k, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verifyColdSession compares one session's mirror with the store: every
+// message in a cold state needs a line equal to what the store holds (the
+// last line of its id: a message dropped again is appended again), and a
+// line may only name a message that went cold and is still stored (a
+// recovered original keeps its line until the next purge rewrites the file).
+func (a *Admin) verifyColdSession(ctx context.Context, sc *storeScan, k sessionKey, rep *VerifyReport) error {
+	sess := msgRef{Tenant: k.Tenant, SessionID: k.ID}
+	file, err := a.Cold.ReadMirror(k.Tenant, k.ID)
+	if err != nil {
+		return fmt.Errorf("read cold mirror of %s: %w", k.ID, err)
+	}
+	if !sc.sessions[k] {
+		rep.add(FindColdOrphan, sess, "mirror file of a session the store does not have")
+		return nil
+	}
+	if file.TornBytes > 0 {
+		rep.add(FindColdTorn, sess, "last line cut short (%d bytes without a newline)", file.TornBytes)
+	}
+	if len(file.BadLines) > 0 {
+		rep.add(FindColdBad, sess, "%d unreadable line(s), first line %d", len(file.BadLines), file.BadLines[0])
+	}
+	last := map[string]string{}
+	for _, l := range file.Lines {
+		last[l.ID] = l.Fingerprint
+	}
+	var ids []string
+	for id := range sc.cold[k] {
+		ids = append(ids, id)
+	}
+	msgs, err := a.Store.MessagesByID(ctx, k.Tenant, ids, false)
+	if err != nil {
+		return fmt.Errorf("read cold messages of %s: %w", k.ID, err)
+	}
+	slices.SortFunc(msgs, func(x, y *Message) int { return cmp.Compare(x.Seq, y.Seq) })
+	for _, m := range msgs {
+		ref := msgRef{m.ID, m.Tenant, m.SessionID}
+		fp, err := a.Cold.Fingerprint(m)
+		if err != nil {
+			return err
+		}
+		line, ok := last[m.ID]
+		switch {
+		case !ok && !m.InWindow():
+			rep.add(FindColdMissing, ref, "%s message has no line in the cold mirror", m.State)
+		case ok && line != fp:
+			rep.add(FindColdStale, ref, "mirror line differs from the store")
+		}
+	}
+	seen := map[string]bool{}
+	for _, l := range file.Lines {
+		if !sc.cold[k][l.ID] && !seen[l.ID] {
+			seen[l.ID] = true
+			rep.add(FindColdStale, msgRef{l.ID, k.Tenant, k.ID}, "mirror line names no stored cold message")
+		}
+	}
+	return nil
+}
