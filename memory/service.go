@@ -52,6 +52,8 @@ type Service struct {
 	// Reembed allows Open to re-embed every stored message when the data dir
 	// was embedded by another model; without it Open refuses.
 	Reembed bool
+	// EventReader reads the event log back for callers; optional.
+	EventReader EventReader
 
 	ix           *indexer
 	sessionLocks sync.Map // tenant\x00session -> *sync.Mutex

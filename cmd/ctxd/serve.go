@@ -136,7 +136,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	}
 	m.Service = &memory.Service{
 		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger,
-		Summarizer: summ, Cold: coldstore.Mirror{Store: cold}, Events: m.Events, Policy: cfg.Policy,
+		Summarizer: summ, Cold: coldstore.Mirror{Store: cold}, Events: m.Events, EventReader: m.Events, Policy: cfg.Policy,
 		Shares:      memory.Shares{Summary: cfg.ShareSummary, Recovered: cfg.ShareRecovered},
 		RecoverNext: cfg.RecoverNext, PurgeInterval: cfg.PurgeInterval,
 		Limits: memory.Limits{
