@@ -55,6 +55,8 @@ type Service struct {
 	// Concurrency bounds compactions and embedding calls; zero fields use
 	// DefaultConcurrency.
 	Concurrency Concurrency
+	// EventReader reads the event log back for callers; optional.
+	EventReader EventReader
 
 	ix           *indexer
 	sessionLocks sync.Map // tenant\x00session -> *sync.Mutex

@@ -3,17 +3,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	if err := newRootCmd().ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "ctxd:", err)
-		os.Exit(1)
-	}
+	err := newRootCmd().ExecuteContext(context.Background())
+	os.Exit(reportError(os.Stderr, err))
 }
 
 func newRootCmd() *cobra.Command {

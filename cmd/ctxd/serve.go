@@ -145,7 +145,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	}
 	m.Service = &memory.Service{
 		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger,
-		Summarizer: m.Metrics.Summarizer(summ), Cold: coldstore.Mirror{Store: cold}, Events: m.Metrics.EventLog(m.Events), Policy: cfg.Policy,
+		Summarizer: m.Metrics.Summarizer(summ), Cold: coldstore.Mirror{Store: cold}, Events: m.Metrics.EventLog(m.Events), EventReader: m.Events, Policy: cfg.Policy,
 		Shares:      memory.Shares{Summary: cfg.ShareSummary, Recovered: cfg.ShareRecovered},
 		RecoverNext: cfg.RecoverNext, PurgeInterval: cfg.PurgeInterval,
 		Limits: memory.Limits{

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// logStreams are the event streams `ctxd logs` reads, with the fields its
+// text form shows first (JSONL has every field).
+var logStreams = map[string][]string{
+	"compaction": {"trigger", "tokens_before", "tokens_after", "target", "dropped", "summarized", "summary_method", "took_ms"},
+	"drops":      {"chunk", "reason", "score", "threshold", "tokens", "summary_id"},
+	"recoveries": {"chunk", "score", "tokens", "prompt"},
+	"health":     {"state", "tokens", "limit", "pct_used", "next_compaction_in_tokens"},
+	"purges":     {"chunk", "reason", "tokens", "recoverable_until"},
+}
+
+// events fetches the caller's last n events of a stream.
+func (v *verb) events(stream, session string, n int) ([]json.RawMessage, error) {
+	q := url.Values{}
+	if session != "" {
+		q.Set("session_id", session)
+	}
+	if n != 0 {
+		q.Set("n", fmt.Sprint(n))
+	}
+	var body struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if _, err := v.api.get(v.ctx, "/v1/events/"+url.PathEscape(stream), q, &body); err != nil {
+		return nil, err
+	}
+	if body.Events == nil {
+		body.Events = []json.RawMessage{}
+	}
+	return body.Events, nil
+}
+
+func newLogsCmd() *cobra.Command {
+	var session string
+	var n int
+	cmd := &cobra.Command{
+		Use:   "logs compaction|drops|recoveries|health|purges",
+		Short: "Show the last events of a server event stream",
+		Long: "Show the last events of one of the server's event streams, oldest first: compaction, drops, " +
+			"recoveries, health (context health after each write) or purges. One line per event; --json " +
+			"prints them as JSONL.",
+		Example:   "  ctxd logs compaction --session demo -n 5\n  ctxd logs drops --json | jq .score",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"compaction", "drops", "recoveries", "health", "purges"},
+	}
+	cmd.Flags().StringVar(&session, "session", "", "only this session's events")
+	cmd.Flags().IntVarP(&n, "n", "n", 20, "the last N events (1 to 1000)")
+	return clientVerb(cmd, func(v *verb, args []string) error {
+		stream := args[0]
+		if n < 1 {
+			return usageErrorf("-n %d: want 1 to 1000", n)
+		}
+		events, err := v.events(stream, session, n)
+		if err != nil {
+			return err
+		}
+		if v.json {
+			for _, e := range events {
+				if _, err := fmt.Fprintf(v.out, "%s\n", e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if len(events) == 0 {
+			fmt.Fprintf(v.out, "no %s events\n", stream)
+			return nil
+		}
+		t := newTable(v.out)
+		for _, raw := range events {
+			var e map[string]any
+			dec := json.NewDecoder(strings.NewReader(string(raw)))
+			dec.UseNumber()
+			if err := dec.Decode(&e); err != nil {
+				return fmt.Errorf("decode %s event: %w", stream, err)
+			}
+			t.row(eventTime(e), e["session"], eventFields(e, logStreams[stream]))
+		}
+		return t.flush()
+	})
+}
+
+func eventTime(e map[string]any) string {
+	s, _ := e["time"].(string)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return dash(s)
+	}
+	return when(t)
+}
+
+// eventFields renders an event as key=value: the stream's chosen keys
+// first, then any other scalar fields the server added, sorted.
+func eventFields(e map[string]any, first []string) string {
+	skip := map[string]bool{"time": true, "tenant": true, "session": true, "config": true}
+	var parts []string
+	add := func(k string) {
+		v, ok := e[k]
+		if !ok || skip[k] {
+			return
+		}
+		skip[k] = true
+		if s := fieldText(v); s != "" {
+			parts = append(parts, k+"="+s)
+		}
+	}
+	for _, k := range first {
+		add(k)
+	}
+	rest := make([]string, 0, len(e))
+	for k := range e {
+		rest = append(rest, k)
+	}
+	sort.Strings(rest)
+	for _, k := range rest {
+		add(k)
+	}
+	return strings.Join(parts, " ")
+}
+
+// fieldText is a value as one word: strings quoted when they have spaces,
+// lists and objects as compact JSON, nulls and empty strings left out.
+func fieldText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		if x == "" {
+			return ""
+		}
+		x = snippet(x, 60)
+		if strings.ContainsAny(x, " \"=") {
+			return fmt.Sprintf("%q", x)
+		}
+		return x
+	case json.Number, bool:
+		return fmt.Sprint(x)
+	}
+	js, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return snippet(string(js), 80)
+}
+
+func newDropsCmd() *cobra.Command {
+	var session string
+	var n int
+	cmd := &cobra.Command{
+		Use:     "drops --session S",
+		Short:   "List a session's drop events: what went to cold storage, why, with what score",
+		Example: "  ctxd drops --session demo -n 10",
+		Args:    cobra.NoArgs,
+	}
+	cmd.Flags().StringVar(&session, "session", "", "the session (required)")
+	cmd.Flags().IntVarP(&n, "n", "n", 50, "the last N drops (1 to 1000)")
+	return clientVerb(cmd, func(v *verb, _ []string) error {
+		if session == "" {
+			return usageErrorf("drops needs --session S")
+		}
+		if n < 1 {
+			return usageErrorf("-n %d: want 1 to 1000", n)
+		}
+		raw, err := v.events("drops", session, n)
+		if err != nil {
+			return err
+		}
+		if v.json {
+			return v.printJSON(map[string]any{"events": raw})
+		}
+		drops, err := decodeAll[dropEventWire](raw)
+		if err != nil {
+			return err
+		}
+		if len(drops) == 0 {
+			fmt.Fprintf(v.out, "no drops in session %s\n", session)
+			return nil
+		}
+		t := newTable(v.out, "ID", "REASON", "SCORE", "THRESHOLD", "TOKENS", "WHEN")
+		for _, d := range drops {
+			t.row(d.Chunk, d.Reason, score(d.Score), score(d.Threshold), d.Tokens, when(d.Time))
+		}
+		return t.flush()
+	})
+}

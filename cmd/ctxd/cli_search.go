@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+)
+
+func newSearchCmd() *cobra.Command {
+	var session, mode string
+	var k int
+	cmd := &cobra.Command{
+		Use:   "search QUERY",
+		Short: "Search stored messages (every session, or one)",
+		Example: "  ctxd search 'when does the password rotate' -k 5\n" +
+			"  ctxd search password --session demo --mode text",
+		Args: cobra.ExactArgs(1),
+	}
+	cmd.Flags().StringVar(&session, "session", "", "search only this session")
+	cmd.Flags().IntVarP(&k, "k", "k", 10, "number of results")
+	cmd.Flags().StringVar(&mode, "mode", "hybrid", "hybrid, text (BM25) or vector")
+	return clientVerb(cmd, func(v *verb, args []string) error {
+		switch mode {
+		case "hybrid", "text", "vector":
+		default:
+			return usageErrorf("--mode %q: want hybrid, text or vector", mode)
+		}
+		var body struct {
+			Results []searchResultWire `json:"results"`
+		}
+		req := map[string]any{"query": args[0], "k": k, "mode": mode}
+		if session != "" {
+			req["session_id"] = session
+		}
+		raw, err := v.api.post(v.ctx, "/v1/search", req, &body)
+		if err != nil {
+			return err
+		}
+		if v.json {
+			return v.printRaw(raw)
+		}
+		if len(body.Results) == 0 {
+			fmt.Fprintln(v.out, "no results")
+			return nil
+		}
+		t := newTable(v.out, "SCORE", "SESSION", "ID", "ROLE", "STATE", "CONTENT")
+		for _, r := range body.Results {
+			t.row(score(r.Score), r.SessionID, r.ID, r.Role, r.State, snippet(r.Content, 70))
+		}
+		return t.flush()
+	})
+}
+
+func newContextCmd() *cobra.Command {
+	var maxTokens int
+	var explain bool
+	cmd := &cobra.Command{
+		Use:   "context SESSION PROMPT",
+		Short: "Show the window ctxd would hand out for the next prompt",
+		Long: "Build the working window for PROMPT, as an agent would get it, and print each message's source, " +
+			"score, role and tokens, then the budget. Cold messages relevant to PROMPT are recovered, as for an agent.",
+		Example: "  ctxd context demo 'rotate the staging password now?' --max-tokens 2000 --explain",
+		Args:    cobra.ExactArgs(2),
+	}
+	cmd.Flags().IntVar(&maxTokens, "max-tokens", 0, "token budget of the window (default: the session's window minus its reserve)")
+	cmd.Flags().BoolVar(&explain, "explain", false, "show each message's score components")
+	return clientVerb(cmd, func(v *verb, args []string) error {
+		if maxTokens < 0 {
+			return usageErrorf("--max-tokens %d: want a positive number, or 0 for the session's default", maxTokens)
+		}
+		var win contextWire
+		req := map[string]any{"prompt": args[1], "explain": explain}
+		if maxTokens > 0 {
+			req["max_tokens"] = maxTokens
+		}
+		raw, err := v.api.post(v.ctx, sessionPath(args[0], "context"), req, &win)
+		if err != nil {
+			return err
+		}
+		if v.json {
+			return v.printRaw(raw)
+		}
+		return printWindow(v, win, explain)
+	})
+}
+
+func printWindow(v *verb, win contextWire, explain bool) error {
+	header := []string{"SOURCE", "SCORE", "ROLE", "TOKENS", "ID", "CONTENT"}
+	if explain {
+		header = []string{"SOURCE", "SCORE", "SIM", "REC", "REF", "IMP", "ROLE", "TOKENS", "ID", "CONTENT"}
+	}
+	t := newTable(v.out, header...)
+	for _, m := range win.Messages {
+		role := m.Role
+		if m.Kind != "" {
+			role += "/" + m.Kind
+		}
+		cells := []any{m.Source, score(m.Score)}
+		if explain {
+			c := m.Components
+			if c == nil {
+				c = &componentsWire{}
+			}
+			cells = append(cells, score(c.Similarity), score(c.Recency), score(c.References), score(c.Importance))
+		}
+		cells = append(cells, role, m.Tokens, m.ID, snippet(m.Content, 60))
+		t.row(cells...)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	b := win.Budget
+	fmt.Fprintf(v.out, "\nbudget: %s of %s tokens used (prompt %s); %d messages", thousands(b.Used), thousands(b.MaxTokens),
+		thousands(b.PromptTokens), len(win.Messages))
+	if len(win.Recovered) > 0 {
+		fmt.Fprintf(v.out, "; %d recovered from cold storage for this prompt", len(win.Recovered))
+	}
+	fmt.Fprintln(v.out)
+	if explain && len(b.Levels) > 0 {
+		t := newTable(v.out, "LEVEL", "TOKENS")
+		for _, name := range sortedKeys(b.Levels) {
+			t.row(name, thousands(b.Levels[name]))
+		}
+		return t.flush()
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
