@@ -411,7 +411,8 @@ type benchRun struct {
 	rep    *benchReport
 	cl     *benchClient
 	logw   io.Writer
-	srv    *Main // the in-process server, if any
+	logMu  sync.Mutex // the ingest progress goroutine logs too
+	srv    *Main      // the in-process server, if any
 	srvDir string
 }
 
@@ -585,6 +586,8 @@ func benchStartServer(ctx context.Context, dir string) (*Main, error) {
 }
 
 func (r *benchRun) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
 	fmt.Fprintf(r.logw, "bench: "+format+"\n", args...)
 }
 
