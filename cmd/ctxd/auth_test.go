@@ -66,6 +66,7 @@ func TestTenantIsolationPerRoute(t *testing.T) {
 	aIDs := a.store("shared", msg("user", "alpha launch code is marmalade"), msg("assistant", "noted the marmalade code"))
 	aOnly := a.store("aonly", msg("user", "alpha private plan with pineapple"))[0]
 	b.store("shared", msg("user", "bravo likes turnips"))
+	a.mustDo(200, "POST", "/v1/sessions/aonly/compact", map[string]any{})
 	snapA := a.snapshot("shared") + a.snapshot("aonly")
 
 	// Reads.
@@ -102,6 +103,25 @@ func TestTenantIsolationPerRoute(t *testing.T) {
 	}
 	if r := b.do("GET", "/v1/sessions/aonly/cold", nil); r.Status == 200 && strings.Contains(string(r.Raw), "pineapple") {
 		t.Errorf("cold listing shows another tenant's chunks")
+	}
+	for _, id := range append(aIDs, aOnly) {
+		if r := b.do("GET", "/v1/messages/"+id, nil); r.Status != 404 {
+			t.Errorf("look up another tenant's message %s: %d %s", id, r.Status, r.Raw)
+		}
+		a.mustDo(200, "GET", "/v1/messages/"+id, nil)
+	}
+	if evs := a.mustDo(200, "GET", "/v1/events/health", nil); len(evs["events"].([]any)) == 0 {
+		t.Errorf("tenant a sees none of its own context-health events")
+	}
+	for _, stream := range []string{"compaction", "health", "drops", "recoveries"} {
+		for _, q := range []string{"", "?session_id=aonly", "?session_id=shared"} {
+			evs := b.mustDo(200, "GET", "/v1/events/"+stream+q, nil)
+			for _, ev := range evs["events"].([]any) {
+				if e := ev.(map[string]any); e["tenant"] != "b" {
+					t.Errorf("events/%s%s shows another tenant's event %v", stream, q, e)
+				}
+			}
+		}
 	}
 
 	// Writes and deletes.
