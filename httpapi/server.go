@@ -68,6 +68,9 @@ func New(svc *memory.Service, opts Options) *Server {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(s.requestContext)
+	if opts.LogContent {
+		e.Use(captureBody)
+	}
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogError: true,
 		HandleError: true,
@@ -76,9 +79,14 @@ func New(svc *memory.Service, opts Options) *Server {
 			if v.Status >= 500 {
 				level = slog.LevelError
 			}
-			s.opts.Logger.LogAttrs(c.Request().Context(), level, "request",
-				slog.String("method", v.Method), slog.String("uri", v.URI), slog.Int("status", v.Status),
-				slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID))
+			ctx := c.Request().Context()
+			attrs := []slog.Attr{slog.String("method", v.Method), slog.String("uri", v.URI), slog.Int("status", v.Status),
+				slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID),
+				slog.String("tenant", memory.TenantFromContext(ctx))}
+			if b, ok := c.Get(bodyKey).(*headBuffer); ok {
+				attrs = append(attrs, slog.String("body", b.String()))
+			}
+			s.opts.Logger.LogAttrs(ctx, level, "request", attrs...)
 			return nil
 		},
 	}))

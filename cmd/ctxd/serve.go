@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -92,7 +93,7 @@ func NewMain(cfg Config) *Main {
 	return &Main{Config: cfg, Logger: newLogger(cfg, os.Stderr)}
 }
 
-func newLogger(cfg Config, w *os.File) *slog.Logger {
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		level = slog.LevelInfo

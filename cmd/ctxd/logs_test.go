@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// syncBuffer is a log destination shared by the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startLogged runs a server whose log goes to the returned buffer.
+func startLogged(t *testing.T, mutate func(*Config)) (*testServer, *syncBuffer) {
+	t.Helper()
+	cfg := testConfig(t.TempDir())
+	cfg.LogLevel = "info"
+	mutate(&cfg)
+	m := NewMain(cfg)
+	out := &syncBuffer{}
+	m.Logger = newLogger(cfg, out)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background(), ln); err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: cfg.DataDir}
+	t.Cleanup(ts.Stop)
+	return ts, out
+}
+
+func TestLogsCarryRequestIDsNotContent(t *testing.T) {
+	ts, out := startLogged(t, func(c *Config) { c.LogFormat = "json" })
+	ts.store("s", msg("user", "the vault code is pineapple-7731"))
+	ts.search(map[string]any{"query": "vault pineapple"})
+	ts.do("POST", "/v1/sessions/s/messages", map[string]any{"messages": []any{msg("bogus", "pineapple again")}})
+	ts.Stop()
+	logged := out.String()
+	if strings.Contains(logged, "pineapple") {
+		t.Fatalf("message content reached the log without --log-content:\n%s", logged)
+	}
+	requests := 0
+	for _, line := range strings.Split(strings.TrimSpace(logged), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("--log-format json wrote a line that is not JSON: %q", line)
+		}
+		if rec["msg"] == "request" {
+			requests++
+			if id, _ := rec["request_id"].(string); id == "" || rec["tenant"] != "default" {
+				t.Errorf("request line without request id or tenant: %v", rec)
+			}
+		}
+	}
+	if requests != 3 {
+		t.Fatalf("%d request lines logged, want 3:\n%s", requests, logged)
+	}
+}
+
+func TestLogContentOptIn(t *testing.T) {
+	ts, out := startLogged(t, func(c *Config) { c.LogContent = true })
+	ts.store("s", msg("user", "the vault code is pineapple-7731"))
+	ts.Stop()
+	if !strings.Contains(out.String(), "pineapple-7731") {
+		t.Fatalf("--log-content did not log the request body:\n%s", out.String())
+	}
+}
