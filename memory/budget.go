@@ -31,10 +31,18 @@ func (b Budget) State(tokens, window int) string {
 		return WindowOverLimit
 	case float64(tokens) >= b.TriggerPct*float64(window):
 		return WindowCompactionDue
-	case float64(tokens) >= b.TriggerPct*float64(window)-float64(b.FlushThreshold):
+	case float64(tokens) >= b.TriggerPct*float64(window)-b.flushMargin(window):
 		return WindowFlushDue
 	}
 	return WindowOK
+}
+
+// flushMargin is how many tokens before the trigger the agent is asked to
+// flush: FlushThreshold, but at most a quarter of the way to the trigger,
+// or a small window (4k tokens: trigger at 2k) would be flush_due from its
+// first message and the prompt would mean nothing.
+func (b Budget) flushMargin(window int) float64 {
+	return min(float64(b.FlushThreshold), b.TriggerPct*float64(window)/4)
 }
 
 // Status is a session as the API reports it.
