@@ -58,97 +58,142 @@ func TestAuthNeedsAValidKey(t *testing.T) {
 	ts.as(keyA).mustDo(200, "GET", "/openapi.json", nil)
 }
 
-// Two tenants use the same session id; every route must keep them apart.
+// Two tenants use the same session id; every route must keep them apart:
+// one subtest per route, each ending with tenant a's data unchanged.
 func TestTenantIsolationPerRoute(t *testing.T) {
 	ts := startWithKeys(t)
 	a, b := ts.as(keyA), ts.as(keyB)
 	a.mustDo(200, "PUT", "/v1/sessions/shared", map[string]any{"context_window": 4096})
 	aIDs := a.store("shared", msg("user", "alpha launch code is marmalade"), msg("assistant", "noted the marmalade code"))
-	aOnly := a.store("aonly", msg("user", "alpha private plan with pineapple"))[0]
+	aIDs = append(aIDs, a.store("aonly", msg("user", "alpha private plan with pineapple"))...)
 	b.store("shared", msg("user", "bravo likes turnips"))
-	a.mustDo(200, "POST", "/v1/sessions/aonly/compact", map[string]any{})
-	snapA := a.snapshot("shared") + a.snapshot("aonly")
+	// A session of a's with cold chunks, for the cold and recover routes.
+	a.mustDo(200, "PUT", "/v1/sessions/acold", map[string]any{"context_window": 1500})
+	for i := range 40 {
+		a.store("acold", msg("user", chatter(i)))
+	}
+	var coldIDs []string
+	for _, c := range a.mustDo(200, "GET", "/v1/sessions/acold/cold?limit=1000", nil)["chunks"].([]any) {
+		coldIDs = append(coldIDs, c.(map[string]any)["id"].(string))
+	}
+	if len(coldIDs) == 0 {
+		t.Fatal("no cold chunks in a's session")
+	}
+	aIDs = append(aIDs, coldIDs...)
+	snapshotA := func(a *testServer) string { return a.snapshot("shared") + a.snapshot("aonly") + a.snapshot("acold") }
+	snapA := snapshotA(a)
 
-	// Reads.
-	if r := b.do("GET", "/v1/sessions/aonly", nil); r.Status != 404 {
-		t.Errorf("GET another tenant's session: %d", r.Status)
-	}
-	st := b.mustDo(200, "GET", "/v1/sessions/shared", nil)
-	if n := st["messages"].(map[string]any)["active"].(float64); n != 1 {
-		t.Errorf("b's shared session shows %v active messages, want its own 1", n)
-	}
-	if list := b.mustDo(200, "GET", "/v1/sessions", nil); strings.Contains(fmt.Sprint(list), "aonly") {
-		t.Errorf("list shows another tenant's session: %v", list)
-	}
-	if ms := b.mustDo(200, "GET", "/v1/sessions/shared/messages?state=all", nil); strings.Contains(fmt.Sprint(ms), "marmalade") {
-		t.Errorf("messages show another tenant's content")
-	}
-	if r := b.do("GET", "/v1/sessions/aonly/messages", nil); r.Status != 404 {
-		t.Errorf("list another tenant's messages: %d %s", r.Status, r.Raw)
-	}
-	for _, req := range []map[string]any{{"query": "marmalade"}, {"query": "pineapple", "session_id": "aonly"},
-		{"query": "marmalade", "sessions": []string{"shared", "aonly"}}, {"query": "alpha", "mode": "vector"}} {
-		for _, r := range b.search(req) {
-			if strings.Contains(r["content"].(string), "alpha") {
-				t.Errorf("search %v found another tenant's message %v", req, r)
+	route := func(name string, fn func(t *testing.T, a, b *testServer)) {
+		t.Run(name, func(t *testing.T) {
+			a, b := a.on(t), b.on(t)
+			fn(t, a, b)
+			if got := snapshotA(a); got != snapA {
+				t.Fatalf("tenant b's requests changed tenant a's data:\nbefore %s\nafter  %s", snapA, got)
 			}
+		})
+	}
+	route("GET /v1/sessions/{id}", func(t *testing.T, a, b *testServer) {
+		if r := b.do("GET", "/v1/sessions/aonly", nil); r.Status != 404 {
+			t.Errorf("GET another tenant's session: %d", r.Status)
 		}
-	}
-	ctx := b.mustDo(200, "POST", "/v1/sessions/shared/context", map[string]any{"prompt": "what is the marmalade launch code?"})
-	if strings.Contains(fmt.Sprint(ctx["messages"]), "marmalade") {
-		t.Errorf("context of b's session carries a's messages")
-	}
-	if r := b.do("POST", "/v1/sessions/aonly/context", map[string]any{"prompt": "plan?"}); r.Status != 404 && strings.Contains(string(r.Raw), "pineapple") {
-		t.Errorf("context on another tenant's session: %d %s", r.Status, r.Raw)
-	}
-	if r := b.do("GET", "/v1/sessions/aonly/cold", nil); r.Status == 200 && strings.Contains(string(r.Raw), "pineapple") {
-		t.Errorf("cold listing shows another tenant's chunks")
-	}
-	for _, id := range append(aIDs, aOnly) {
-		if r := b.do("GET", "/v1/messages/"+id, nil); r.Status != 404 {
-			t.Errorf("look up another tenant's message %s: %d %s", id, r.Status, r.Raw)
+		st := b.mustDo(200, "GET", "/v1/sessions/shared", nil)
+		if n := st["messages"].(map[string]any)["active"].(float64); n != 1 {
+			t.Errorf("b's shared session shows %v active messages, want its own 1", n)
 		}
-		a.mustDo(200, "GET", "/v1/messages/"+id, nil)
-	}
-	if evs := a.mustDo(200, "GET", "/v1/events/health", nil); len(evs["events"].([]any)) == 0 {
-		t.Errorf("tenant a sees none of its own context-health events")
-	}
-	for _, stream := range []string{"compaction", "health", "drops", "recoveries"} {
-		for _, q := range []string{"", "?session_id=aonly", "?session_id=shared"} {
-			evs := b.mustDo(200, "GET", "/v1/events/"+stream+q, nil)
-			for _, ev := range evs["events"].([]any) {
-				if e := ev.(map[string]any); e["tenant"] != "b" {
-					t.Errorf("events/%s%s shows another tenant's event %v", stream, q, e)
+	})
+	route("GET /v1/sessions", func(t *testing.T, a, b *testServer) {
+		if list := b.mustDo(200, "GET", "/v1/sessions", nil); strings.Contains(fmt.Sprint(list), "aonly") {
+			t.Errorf("list shows another tenant's session: %v", list)
+		}
+	})
+	route("GET /v1/sessions/{id}/messages", func(t *testing.T, a, b *testServer) {
+		if ms := b.mustDo(200, "GET", "/v1/sessions/shared/messages?state=all", nil); strings.Contains(fmt.Sprint(ms), "marmalade") {
+			t.Errorf("messages show another tenant's content")
+		}
+		if r := b.do("GET", "/v1/sessions/aonly/messages", nil); r.Status != 404 {
+			t.Errorf("list another tenant's messages: %d %s", r.Status, r.Raw)
+		}
+	})
+	route("GET /v1/messages/{id}", func(t *testing.T, a, b *testServer) {
+		for _, id := range aIDs {
+			if r := b.do("GET", "/v1/messages/"+id, nil); r.Status != 404 {
+				t.Errorf("look up another tenant's message %s: %d %s", id, r.Status, r.Raw)
+			}
+			a.mustDo(200, "GET", "/v1/messages/"+id, nil)
+		}
+	})
+	route("POST /v1/search", func(t *testing.T, a, b *testServer) {
+		for _, req := range []map[string]any{{"query": "marmalade"}, {"query": "pineapple", "session_id": "aonly"},
+			{"query": "marmalade", "sessions": []string{"shared", "aonly"}}, {"query": "alpha", "mode": "vector"}} {
+			for _, r := range b.search(req) {
+				if strings.Contains(r["content"].(string), "alpha") {
+					t.Errorf("search %v found another tenant's message %v", req, r)
 				}
 			}
 		}
-	}
-
-	// Writes and deletes.
-	b.mustDo(200, "PUT", "/v1/sessions/shared", map[string]any{"context_window": 8192})
-	b.store("shared", msg("user", "bravo again"))
-	if r := b.do("POST", "/v1/sessions/aonly/compact", map[string]any{}); r.Status != 404 {
-		t.Errorf("compact another tenant's session: %d %s", r.Status, r.Raw)
-	}
-	b.mustDo(200, "POST", "/v1/sessions/shared/compact", map[string]any{})
-	for _, id := range append(aIDs, aOnly) {
-		for _, sess := range []string{"shared", "aonly"} {
-			if r := b.do("POST", "/v1/sessions/"+sess+"/messages/"+id+"/recover", nil); r.Status != 404 {
-				t.Errorf("recover another tenant's message %s in %s: %d %s", id, sess, r.Status, r.Raw)
+	})
+	route("POST /v1/sessions/{id}/context", func(t *testing.T, a, b *testServer) {
+		ctx := b.mustDo(200, "POST", "/v1/sessions/shared/context", map[string]any{"prompt": "what is the marmalade launch code?"})
+		if strings.Contains(fmt.Sprint(ctx["messages"]), "marmalade") {
+			t.Errorf("context of b's session carries a's messages")
+		}
+		if r := b.do("POST", "/v1/sessions/aonly/context", map[string]any{"prompt": "plan?"}); strings.Contains(string(r.Raw), "pineapple") {
+			t.Errorf("context on another tenant's session: %d %s", r.Status, r.Raw)
+		}
+	})
+	route("POST /v1/sessions/{id}/compact", func(t *testing.T, a, b *testServer) {
+		if r := b.do("POST", "/v1/sessions/aonly/compact", map[string]any{}); r.Status != 404 {
+			t.Errorf("compact another tenant's session: %d %s", r.Status, r.Raw)
+		}
+		b.mustDo(200, "POST", "/v1/sessions/shared/compact", map[string]any{})
+	})
+	route("GET /v1/sessions/{id}/cold", func(t *testing.T, a, b *testServer) {
+		if r := b.do("GET", "/v1/sessions/acold/cold", nil); r.Status != 404 {
+			t.Errorf("cold listing of another tenant's session: %d %s", r.Status, r.Raw)
+		}
+	})
+	route("POST /v1/sessions/{id}/messages/{id}/recover", func(t *testing.T, a, b *testServer) {
+		for _, id := range aIDs {
+			for _, sess := range []string{"shared", "aonly", "acold"} {
+				if r := b.do("POST", "/v1/sessions/"+sess+"/messages/"+id+"/recover", nil); r.Status != 404 {
+					t.Errorf("recover another tenant's message %s in %s: %d %s", id, sess, r.Status, r.Raw)
+				}
 			}
 		}
-	}
-	if r := b.do("DELETE", "/v1/sessions/aonly", nil); r.Status != 404 {
-		t.Errorf("delete another tenant's session: %d", r.Status)
-	}
-	b.mustDo(204, "DELETE", "/v1/sessions/shared", nil)
-
-	if got := a.snapshot("shared") + a.snapshot("aonly"); got != snapA {
-		t.Fatalf("tenant b's requests changed tenant a's data:\nbefore %s\nafter  %s", snapA, got)
-	}
-	if got := a.search(map[string]any{"query": "marmalade", "session_id": "shared"}); len(got) == 0 {
-		t.Fatal("a's message is no longer searchable after b deleted its own session of the same id")
-	}
+	})
+	route("GET /v1/events/{stream}", func(t *testing.T, a, b *testServer) {
+		if evs := a.mustDo(200, "GET", "/v1/events/health", nil); len(evs["events"].([]any)) == 0 {
+			t.Errorf("tenant a sees none of its own context-health events")
+		}
+		for _, stream := range []string{"compaction", "health", "drops", "recoveries", "purges"} {
+			for _, q := range []string{"", "?session_id=aonly", "?session_id=shared"} {
+				evs := b.mustDo(200, "GET", "/v1/events/"+stream+q, nil)
+				for _, ev := range evs["events"].([]any) {
+					if e := ev.(map[string]any); e["tenant"] != "b" {
+						t.Errorf("events/%s%s shows another tenant's event %v", stream, q, e)
+					}
+				}
+			}
+		}
+	})
+	route("PUT /v1/sessions/{id}", func(t *testing.T, a, b *testServer) {
+		b.mustDo(200, "PUT", "/v1/sessions/shared", map[string]any{"context_window": 8192})
+		b.mustDo(200, "PUT", "/v1/sessions/aonly", map[string]any{"context_window": 9000}) // b's own, new
+	})
+	route("POST /v1/sessions/{id}/messages", func(t *testing.T, a, b *testServer) {
+		b.store("shared", msg("user", "bravo again"))
+		b.store("aonly", msg("user", "bravo in a session id a also uses"))
+	})
+	route("DELETE /v1/sessions/{id}", func(t *testing.T, a, b *testServer) {
+		b.mustDo(204, "DELETE", "/v1/sessions/shared", nil)
+		b.mustDo(204, "DELETE", "/v1/sessions/aonly", nil)
+		if r := b.do("DELETE", "/v1/sessions/aonly", nil); r.Status != 404 {
+			t.Errorf("delete twice: %d", r.Status)
+		}
+		if got := a.search(map[string]any{"query": "marmalade", "session_id": "shared"}); len(got) == 0 {
+			t.Fatal("a's message is no longer searchable after b deleted its own session of the same id")
+		}
+	})
 }
 
 func TestAdminKeyActsAsAnyTenant(t *testing.T) {

@@ -62,6 +62,13 @@ func (ts *testServer) as(key string, tenant ...string) *testServer {
 	return &c
 }
 
+// on returns a client of the same server that reports failures to t.
+func (ts *testServer) on(t testing.TB) *testServer {
+	c := *ts
+	c.t = t
+	return &c
+}
+
 // Stop closes the server; calling it twice is harmless.
 func (ts *testServer) Stop() {
 	if ts.Main != nil {
