@@ -21,8 +21,12 @@ test:
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
+# Go benchmarks with allocations: token counting, embedding, indexing, search,
+# scoring, summaries, the store; then compaction and context building end to
+# end through the HTTP API (these build their data first: a few minutes).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./tokenizer/ ./index/... ./memory/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./tokenizer/ ./index/... ./scoring/ ./summarize/ ./memory/...
+	$(GO) test -run '^$$' -bench 'Compact100kTokens|Context10kCold' -benchmem -benchtime 50x ./cmd/ctxd/
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
