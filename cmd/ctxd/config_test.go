@@ -53,7 +53,8 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 			t.Errorf("config %q: err = %v, want it to mention %q", c.yaml, err, c.want)
 		}
 	}
-	cfg := Config{LogFormat: "xml"}
+	cfg := testConfig(dir)
+	cfg.LogFormat = "xml"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "log-format") {
 		t.Errorf("Validate = %v", err)
 	}

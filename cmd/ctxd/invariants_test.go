@@ -18,8 +18,18 @@ import (
 // per state, summaries, and no id twice.
 func checkCounters(t *testing.T, ts *testServer, session string) []map[string]any {
 	t.Helper()
-	msgs := allMessages(ts, session)
-	st := ts.mustDo(200, "GET", "/v1/sessions/"+session, nil)
+	// Background compactions may still run (queued behind the compaction
+	// bound): read the messages on both sides of the status until they agree.
+	var msgs []map[string]any
+	var st map[string]any
+	for range 100 {
+		msgs = allMessages(ts, session)
+		st = ts.mustDo(200, "GET", "/v1/sessions/"+session, nil)
+		if fmt.Sprint(allMessages(ts, session)) == fmt.Sprint(msgs) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	counts := map[string]float64{}
 	summaries := 0.0
 	seen := map[string]bool{}
