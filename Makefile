@@ -5,7 +5,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build test test-short bench lint vectors eval clean
+.PHONY: run build test test-short bench lint vectors eval figures clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -42,6 +42,13 @@ vectors:
 BENCH_DIR ?= ../shared/bench/locomo-dev
 eval: build
 	$(BIN) eval --turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --out /tmp/ctxd-eval-results.jsonl
+
+# The README's table of figures: eval and bench at the full sizes, measured here and written between its
+# markers. It takes minutes and its latencies are this machine's: run it when the machine is quiet.
+BENCH_README ?= $(dir $(BENCH_DIR))README.md
+figures: build
+	$(BIN) figures --messages 100000 --sessions 100 --clients 50 --duration 60s \
+		--turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --floor $(BENCH_README)
 
 clean:
 	rm -rf bin

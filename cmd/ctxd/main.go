@@ -23,6 +23,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newEvalCmd())
 	root.AddCommand(newBenchCmd())
+	root.AddCommand(newFiguresCmd())
 	addClientCommands(root)
 	addAdminCommands(root)
 	return root
