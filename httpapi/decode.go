@@ -74,14 +74,21 @@ func jsonError(err error) error {
 	return memory.Errorf(memory.EINVALID, "malformed JSON: %v", err)
 }
 
-// sessionID reads the :id path parameter. Echo hands it over still escaped
-// when the path had escapes (%2F), so unescape before validating.
+// sessionID reads the :id path parameter.
 func sessionID(c echo.Context) (string, error) {
 	return pathParam(c, "id")
 }
 
+// pathParam decodes a path parameter exactly once. Echo routes on the
+// escaped path, and hands params over still escaped, only when the URL holds
+// escapes Go would not write itself (RawPath set: %2F); otherwise the param
+// is decoded already, and decoding it again would let /v1/sessions/%2573
+// name session "s".
 func pathParam(c echo.Context, name string) (string, error) {
 	raw := c.Param(name)
+	if c.Request().URL.RawPath == "" {
+		return raw, nil
+	}
 	v, err := url.PathUnescape(raw)
 	if err != nil {
 		return "", memory.Errorf(memory.EINVALID, "%s: %q is not a valid path segment", name, raw)

@@ -1,0 +1,36 @@
+package httpapi
+
+import (
+	"fmt"
+	"testing"
+)
+
+// A path segment is decoded once: %2573 is the id "%73" (invalid), not "s".
+func TestPathParamDecodedOnce(t *testing.T) {
+	s := testServer(t)
+	for _, c := range []struct {
+		method, target string
+		status         int
+	}{
+		{"GET", "/v1/sessions/%2573", 400},
+		{"DELETE", "/v1/sessions/%2573", 400},
+		{"GET", "/v1/sessions/%2573/messages", 400},
+		{"POST", "/v1/sessions/%2573/compact", 400},
+		{"GET", "/v1/sessions/%25", 400},
+		{"GET", "/v1/sessions/a%252Fb", 400},
+		{"GET", "/v1/sessions/a%2Fb", 400},
+		{"GET", "/v1/sessions/%73", 200}, // an escape of a plain character still names s
+		{"GET", "/v1/sessions/s", 200},
+		{"POST", "/v1/sessions/s/messages/%25" + fmt.Sprintf("%X", shared.cold[0]) + shared.cold[1:] + "/recover", 404},
+	} {
+		a := serve(t, s, c.method, c.target, nil)
+		checkAnswer(t, a)
+		if a.status != c.status {
+			t.Errorf("%s %s = %d, want %d: %s", c.method, c.target, a.status, c.status, a.raw)
+		}
+	}
+	if a := serve(t, s, "GET", "/v1/sessions/s/messages?state=all&limit=1000", nil); a.status != 200 || len(a.body["messages"].([]any)) == 0 {
+		t.Fatalf("session s lost its messages: %d %.200s", a.status, a.raw)
+	}
+}
+
