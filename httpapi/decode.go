@@ -39,11 +39,17 @@ func (s *Server) decode(c echo.Context, v any) error {
 	if err != nil {
 		return memory.Errorf(memory.EINVALID, "read request body: %v", err)
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
 		return memory.Errorf(memory.EINVALID, "request body is empty: send a JSON object")
 	}
 	if !utf8.Valid(body) {
 		return memory.Errorf(memory.EINVALID, "request body is not valid UTF-8")
+	}
+	// Go decodes null (and nothing else but an object) into a struct as
+	// "no fields set": a null body would compact, or reset, with defaults.
+	if trimmed[0] != '{' {
+		return memory.Errorf(memory.EINVALID, "request body must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()

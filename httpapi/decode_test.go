@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -34,3 +35,19 @@ func TestPathParamDecodedOnce(t *testing.T) {
 	}
 }
 
+// A body that is JSON but not an object is refused: Go would decode null
+// into a request with no fields set, which compacts or resets by default.
+func TestBodyMustBeAnObject(t *testing.T) {
+	s := testServer(t)
+	for _, target := range []string{"PUT /v1/sessions/s", "POST /v1/sessions/s/compact", "POST /v1/sessions/s/context",
+		"POST /v1/search", "POST /v1/sessions/s/messages"} {
+		method, path, _ := strings.Cut(target, " ")
+		for _, body := range []string{"null", " null ", "[]", `"x"`, "1", "true"} {
+			a := serve(t, s, method, path, []byte(body))
+			checkAnswer(t, a)
+			if a.status != 400 {
+				t.Errorf("%s body %s = %d, want 400: %s", target, body, a.status, a.raw)
+			}
+		}
+	}
+}
