@@ -51,3 +51,41 @@ func TestBodyMustBeAnObject(t *testing.T) {
 		}
 	}
 }
+
+func TestLoneSurrogate(t *testing.T) {
+	for body, lone := range map[string]bool{
+		`{"a":"\ud800"}`:                   true,
+		`{"a":"\uDBFF"}`:                   true,
+		`{"a":"\udc00"}`:                   true,
+		`{"a":"\ud800x"}`:                  true,
+		`{"a":"\ud800\u0041"}`:             true,
+		`{"a":"\ud800\ud800\udc00"}`:       true,
+		`{"a":"\udc00\ud800"}`:             true,
+		`{"\ud83d":1}`:                     true,
+		`{"a":"x\ud83d\ude00y"}`:           false,
+		`{"a":"\ud83d\ude00\ud83d\ude00"}`: false,
+		`{"a":"\\ud800"}`:                  false, // an escaped backslash, then text
+		`{"a":"\\\ud83d\ude00"}`:           false,
+		`{"a":"\\\ud800"}`:                 true,
+		`{"a":"\u00e9\u0000"}`:             false,
+		`{"a":"\ud800`:                     true,
+		`\`:                                false,
+	} {
+		if got := loneSurrogate([]byte(body)); got != lone {
+			t.Errorf("loneSurrogate(%s) = %v, want %v", body, got, lone)
+		}
+	}
+	s := testServer(t)
+	a := serve(t, s, "POST", "/v1/sessions/s/messages", []byte(`{"messages":[{"role":"user","content":"half \ud83d a smile"}]}`))
+	if checkAnswer(t, a); a.status != 400 || !strings.Contains(fmt.Sprint(a.body), "surrogate") {
+		t.Fatalf("lone surrogate = %d %s, want 400 naming it", a.status, a.raw)
+	}
+	a = serve(t, s, "POST", "/v1/sessions/smile/messages", []byte(`{"messages":[{"role":"user","content":"a whole \ud83d\ude00 smile"}]}`))
+	if a.status != 201 {
+		t.Fatalf("surrogate pair = %d %s, want 201", a.status, a.raw)
+	}
+	a = serve(t, s, "GET", "/v1/sessions/smile/messages", nil)
+	if got := a.body["messages"].([]any)[0].(map[string]any)["content"]; got != "a whole \U0001F600 smile" {
+		t.Fatalf("stored %q", got)
+	}
+}
