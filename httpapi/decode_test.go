@@ -2,7 +2,11 @@ package httpapi
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -87,5 +91,60 @@ func TestLoneSurrogate(t *testing.T) {
 	a = serve(t, s, "GET", "/v1/sessions/smile/messages", nil)
 	if got := a.body["messages"].([]any)[0].(map[string]any)["content"]; got != "a whole \U0001F600 smile" {
 		t.Fatalf("stored %q", got)
+	}
+}
+
+// endless is an unending JSON body that counts the bytes read from it.
+type endless struct {
+	head string
+	n    atomic.Int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	off := e.n.Load()
+	for i := range p {
+		if j := off + int64(i); j < int64(len(e.head)) {
+			p[i] = e.head[j]
+		} else {
+			p[i] = 'a'
+		}
+	}
+	e.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// An oversized body is refused without being read: from its declared length
+// before a byte is read, and after the limit when no length is declared.
+func TestBodyLimitStopsReading(t *testing.T) {
+	testServer(t)
+	const limit = 64 << 10
+	s := New(shared.svc, Options{BodyLimit: limit, Logger: slog.New(slog.DiscardHandler)})
+	for _, route := range []struct{ method, target, head string }{
+		{"PUT", "/v1/sessions/big", `{"metadata":{"k":"`},
+		{"POST", "/v1/sessions/big/messages", `{"messages":[{"role":"user","content":"`},
+		{"POST", "/v1/search", `{"query":"`},
+		{"POST", "/v1/sessions/s/compact", `{"prompt":"`},
+		{"POST", "/v1/sessions/s/context", `{"prompt":"`},
+		{"POST", "/v1/sessions/s/messages/" + shared.cold + "/recover", `{"x":"`},
+	} {
+		for _, declared := range []int64{1 << 30, -1} {
+			body := &endless{head: route.head}
+			req := httptest.NewRequest(route.method, route.target, io.Reader(body))
+			req.ContentLength = declared
+			a := serveRequest(t, s, req)
+			checkAnswer(t, a)
+			read := body.n.Load()
+			switch {
+			case declared > 0 && (a.status != 413 || read != 0):
+				t.Errorf("%s %s with 1 GiB declared = %d after reading %d bytes, want 413 before reading", route.method, route.target, a.status, read)
+			case declared < 0 && read > limit+1:
+				t.Errorf("%s %s read %d bytes of an undeclared body, limit %d", route.method, route.target, read, limit)
+			case declared < 0 && read > 0 && a.status != 413:
+				t.Errorf("%s %s undeclared body = %d, want 413", route.method, route.target, a.status)
+			}
+		}
+	}
+	if a := serve(t, s, "GET", "/v1/sessions/big", nil); a.status != 404 {
+		t.Fatalf("an oversized body created session big: %d %s", a.status, a.raw)
 	}
 }
