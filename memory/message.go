@@ -162,7 +162,7 @@ func (m *Message) Validate(i int, lim Limits) error {
 		if tc.Function.Name == "" {
 			return Errorf(EINVALID, "messages[%d].tool_calls[%d].function.name: required", i, j)
 		}
-		if err := checkText(tc.ID + tc.Function.Name + tc.Function.Arguments); err != nil {
+		if err := checkText(tc.ID + tc.Type + tc.Function.Name + tc.Function.Arguments); err != nil {
 			return Errorf(EINVALID, "messages[%d].tool_calls[%d]: %v", i, j, err)
 		}
 	}
