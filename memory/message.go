@@ -169,7 +169,27 @@ func (m *Message) Validate(i int, lim Limits) error {
 	if m.ToolCallID != "" && m.Role != RoleTool {
 		return Errorf(EINVALID, "messages[%d].tool_call_id: only tool messages answer a tool call", i)
 	}
+	if err := checkCreatedAt(m.CreatedAt); err != nil {
+		return Errorf(EINVALID, "messages[%d].created_at: %v", i, err)
+	}
 	return validateMetadata(m.Metadata, i, lim)
+}
+
+// checkCreatedAt refuses a time that is stored in UTC outside the years
+// 0000-9999: JSON (and RFC 3339) cannot write it, so the store could not
+// encode the message ("9999-12-31T23:59:59-23:59" is year 10000 in UTC). An
+// offset of 24 hours or more is not RFC 3339, though Go parses it.
+func checkCreatedAt(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+		return fmt.Errorf("offset %s is not a valid RFC 3339 offset", t.Format("-07:00"))
+	}
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("%s is year %d in UTC, outside 0000..9999", t.Format(time.RFC3339), y)
+	}
+	return nil
 }
 
 // checkText refuses text a JSON client could not have meant: invalid UTF-8

@@ -3,6 +3,7 @@ package memory_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/memory"
 )
@@ -36,6 +37,33 @@ func TestValidateRefusesBadText(t *testing.T) {
 		err := m.Validate(3, memory.DefaultLimits)
 		if memory.ErrorCode(err) != memory.EINVALID || !strings.Contains(memory.ErrorMessage(err), "messages[3]") {
 			t.Errorf("%s: %v, want invalid_request naming messages[3]", name, err)
+		}
+	}
+}
+
+// created_at must be writable as RFC 3339 once stored in UTC.
+func TestValidateCreatedAt(t *testing.T) {
+	for at, ok := range map[string]bool{
+		"2026-01-02T15:04:05Z":      true,
+		"0001-01-01T00:00:00Z":      true, // the zero time: "now"
+		"0001-01-01T00:00:00-01:00": true,
+		"9999-12-31T23:59:59Z":      true,
+		"9999-12-31T23:59:59-23:59": false, // year 10000 in UTC
+		"0000-01-01T00:00:00+23:59": false, // year -1 in UTC
+		"0000-01-01T00:00:00Z":      true,  // year 0 is written as 0000
+		"2026-01-01T00:00:00+24:00": false,
+	} {
+		ts, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			t.Fatalf("%s: %v", at, err)
+		}
+		m := &memory.Message{Role: memory.RoleUser, Content: "x", CreatedAt: ts}
+		err = m.Validate(0, memory.DefaultLimits)
+		if ok != (err == nil) {
+			t.Errorf("created_at %s: %v, want ok=%v", at, err, ok)
+		}
+		if err != nil && (memory.ErrorCode(err) != memory.EINVALID || !strings.Contains(err.Error(), "created_at")) {
+			t.Errorf("created_at %s: %v", at, err)
 		}
 	}
 }
