@@ -205,14 +205,23 @@ func checkText(s string) error {
 }
 
 func validateMetadata(md map[string]any, i int, lim Limits) error {
+	if err := checkMetadata(md, lim); err != nil {
+		return Errorf(ErrorCode(err), "messages[%d].%s", i, ErrorMessage(err))
+	}
+	return nil
+}
+
+// checkMetadata checks md's values and its size against lim: EINVALID or
+// ETOOLARGE, the message starting with "metadata".
+func checkMetadata(md map[string]any, lim Limits) error {
 	if len(md) > lim.MaxMetadataKeys {
-		return Errorf(EINVALID, "messages[%d].metadata: %d keys is over the limit of %d", i, len(md), lim.MaxMetadataKeys)
+		return Errorf(EINVALID, "metadata: %d keys is over the limit of %d", len(md), lim.MaxMetadataKeys)
 	}
 	if err := ValidateMetadata(md); err != nil {
-		return Errorf(EINVALID, "messages[%d].%v", i, err)
+		return Errorf(EINVALID, "%v", err)
 	}
 	if b, _ := json.Marshal(md); len(b) > lim.MaxMetadataBytes {
-		return Errorf(ETOOLARGE, "messages[%d].metadata: %d bytes is over the limit of %d", i, len(b), lim.MaxMetadataBytes)
+		return Errorf(ETOOLARGE, "metadata: %d bytes is over the limit of %d", len(b), lim.MaxMetadataBytes)
 	}
 	return nil
 }

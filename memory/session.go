@@ -103,10 +103,9 @@ func (u SessionUpdate) Validate() error {
 	if u.Encoding != nil && !ValidEncoding(*u.Encoding) {
 		return Errorf(EINVALID, "encoding: %q is not one of o200k_base, cl100k_base", *u.Encoding)
 	}
-	if err := ValidateMetadata(u.Metadata); err != nil {
-		return Errorf(EINVALID, "%v", err)
-	}
-	return nil
+	// A session's metadata comes back in every status and listing: it has
+	// the limits of a message's (the configurable limits are the others).
+	return checkMetadata(u.Metadata, DefaultLimits)
 }
 
 // Apply writes the set fields of u into s.
