@@ -95,10 +95,17 @@ type SessionUpdate struct {
 	Policy        *PolicyOverrides
 }
 
+// MaxRecoverableForDays bounds a session's recoverable_for_days: a cold
+// chunk's recoverable_until must stay a time JSON can write (year 9999).
+const MaxRecoverableForDays = 36_500
+
 // Validate checks the values that are set.
 func (u SessionUpdate) Validate() error {
 	if u.ContextWindow != nil && (*u.ContextWindow < 256 || *u.ContextWindow > 10_000_000) {
 		return Errorf(EINVALID, "context_window: %d is outside 256..10000000 tokens", *u.ContextWindow)
+	}
+	if p := u.Policy; p != nil && p.RecoverableForDays != nil && *p.RecoverableForDays > MaxRecoverableForDays {
+		return Errorf(EINVALID, "recoverable_for_days: %d is over the limit of %d (100 years)", *p.RecoverableForDays, MaxRecoverableForDays)
 	}
 	if u.Encoding != nil && !ValidEncoding(*u.Encoding) {
 		return Errorf(EINVALID, "encoding: %q is not one of o200k_base, cl100k_base", *u.Encoding)

@@ -39,3 +39,14 @@ func TestSessionUpdateMetadataLimits(t *testing.T) {
 		}
 	}
 }
+
+// recoverable_for_days far enough out made every compaction of the session
+// fail: recoverable_until past year 9999 cannot be stored.
+func TestSessionUpdateRecoverableForDays(t *testing.T) {
+	for days, code := range map[int]string{1: "", 30: "", memory.MaxRecoverableForDays: "", memory.MaxRecoverableForDays + 1: memory.EINVALID, 3_000_000: memory.EINVALID, 1 << 62: memory.EINVALID} {
+		err := memory.SessionUpdate{Policy: &memory.PolicyOverrides{RecoverableForDays: &days}}.Validate()
+		if memory.ErrorCode(err) != code {
+			t.Errorf("recoverable_for_days %d: %v, want code %q", days, err, code)
+		}
+	}
+}
