@@ -41,7 +41,10 @@ func fuzzMessages(conv string) []*memory.Message {
 var convSeeds = []string{
 	"", " ", "hello", "Hi, can you fix the login bug?\x1eSure. The bug is in auth/session.go line 42: the token expiry is compared in local time.\x1eok\x1e@alice:Deploy at 5pm on 2026-01-15, ticket PROJ-481.",
 	"!{\"path\":\"/tmp\"}\x1ea.txt\nb.txt\nTraceback (most recent call last):\n  File \"x.py\", line 3\nValueError: bad",
-	"<|endoftext|>\x1e\x00\x1e\xff\xfe\x1e😀👩‍👩‍👧‍👦\x1e\u202eevil", strings.Repeat("word ", 3000), strings.Repeat("a", 20000),
+	// One letter repeated is a single BPE piece, and tiktoken-go merges a
+	// piece in superlinear time (20 KB: 0.6 s; 80 KB: 17 s): longer ones
+	// exceed the fuzzer's 10 s per input.
+	"<|endoftext|>\x1e\x00\x1e\xff\xfe\x1e😀👩‍👩‍👧‍👦\x1e\u202eevil", strings.Repeat("word ", 3000), strings.Repeat("a", 4000),
 	strings.Repeat("line\n", 2000), strings.Repeat("```\ncode\n", 300), strings.Repeat("Dr. A. B. Smith went to St. Louis. ", 200),
 	strings.Repeat("\x1e", 50), "!" + strings.Repeat("{\"k\":", 500),
 }
