@@ -99,6 +99,11 @@ type SessionUpdate struct {
 // chunk's recoverable_until must stay a time JSON can write (year 9999).
 const MaxRecoverableForDays = 36_500
 
+// MaxWeight bounds a session's scoring weights: two weights of 1e308 sum to
+// +Inf, and scoring then finds no weight above 0 and refuses every
+// compaction of the session.
+const MaxWeight = 1000
+
 // Validate checks the values that are set.
 func (u SessionUpdate) Validate() error {
 	if u.ContextWindow != nil && (*u.ContextWindow < 256 || *u.ContextWindow > 10_000_000) {
@@ -106,6 +111,14 @@ func (u SessionUpdate) Validate() error {
 	}
 	if p := u.Policy; p != nil && p.RecoverableForDays != nil && *p.RecoverableForDays > MaxRecoverableForDays {
 		return Errorf(EINVALID, "recoverable_for_days: %d is over the limit of %d (100 years)", *p.RecoverableForDays, MaxRecoverableForDays)
+	}
+	if p := u.Policy; p != nil {
+		for field, w := range map[string]*float64{"weight_similarity": p.WeightSimilarity, "weight_recency": p.WeightRecency,
+			"weight_references": p.WeightReferences, "weight_importance": p.WeightImportance} {
+			if w != nil && *w > MaxWeight {
+				return Errorf(EINVALID, "%s: %v is over the limit of %v (weights are relative)", field, *w, MaxWeight)
+			}
+		}
 	}
 	if u.Encoding != nil && !ValidEncoding(*u.Encoding) {
 		return Errorf(EINVALID, "encoding: %q is not one of o200k_base, cl100k_base", *u.Encoding)

@@ -50,3 +50,19 @@ func TestSessionUpdateRecoverableForDays(t *testing.T) {
 		}
 	}
 }
+
+// Weights whose sum overflows left scoring with no usable weight: every
+// compaction of the session failed.
+func TestSessionUpdateWeights(t *testing.T) {
+	for _, c := range []struct {
+		w    float64
+		code string
+	}{{0, ""}, {0.6, ""}, {memory.MaxWeight, ""}, {memory.MaxWeight * 1.001, memory.EINVALID}, {1e308, memory.EINVALID}} {
+		w := c.w
+		for _, o := range []memory.PolicyOverrides{{WeightSimilarity: &w}, {WeightRecency: &w}, {WeightReferences: &w}, {WeightImportance: &w}} {
+			if err := (memory.SessionUpdate{Policy: &o}).Validate(); memory.ErrorCode(err) != c.code {
+				t.Errorf("weight %v in %+v: %v, want code %q", c.w, o, err, c.code)
+			}
+		}
+	}
+}
