@@ -5,7 +5,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build test test-short bench lint vectors eval figures clean
+.PHONY: run build test test-short fuzz bench lint vectors eval figures clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -17,6 +17,25 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+# Each fuzz target for FUZZTIME; their seed corpora already run in `make test`.
+# A failing input is saved under the package's testdata/fuzz: commit it with
+# the fix, and it stays a regression test.
+FUZZTIME ?= 10s
+FUZZ = $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -fuzz
+fuzz:
+	$(FUZZ) '^FuzzPutSession$$' ./httpapi
+	$(FUZZ) '^FuzzAppendMessages$$' ./httpapi
+	$(FUZZ) '^FuzzSearch$$' ./httpapi
+	$(FUZZ) '^FuzzCompact$$' ./httpapi
+	$(FUZZ) '^FuzzContext$$' ./httpapi
+	$(FUZZ) '^FuzzRecover$$' ./httpapi
+	$(FUZZ) '^FuzzListQuery$$' ./httpapi
+	$(FUZZ) '^FuzzCount$$' ./tokenizer
+	$(FUZZ) '^FuzzMessageTokens$$' ./tokenizer
+	$(FUZZ) '^FuzzExtractive$$' ./summarize
+	$(FUZZ) '^FuzzLLM$$' ./summarize
+	$(FUZZ) '^FuzzSearch$$' ./index
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)

@@ -39,11 +39,17 @@ func (s *Server) decode(c echo.Context, v any) error {
 	if err != nil {
 		return memory.Errorf(memory.EINVALID, "read request body: %v", err)
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
 		return memory.Errorf(memory.EINVALID, "request body is empty: send a JSON object")
 	}
 	if !utf8.Valid(body) {
 		return memory.Errorf(memory.EINVALID, "request body is not valid UTF-8")
+	}
+	// Go decodes null (and nothing else but an object) into a struct as
+	// "no fields set": a null body would compact, or reset, with defaults.
+	if trimmed[0] != '{' {
+		return memory.Errorf(memory.EINVALID, "request body must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -53,7 +59,66 @@ func (s *Server) decode(c echo.Context, v any) error {
 	if dec.More() {
 		return memory.Errorf(memory.EINVALID, "request body has data after the JSON object")
 	}
+	if loneSurrogate(body) {
+		return memory.Errorf(memory.EINVALID, "request body escapes a lone UTF-16 surrogate (\\ud800 without its pair): send valid Unicode")
+	}
 	return nil
+}
+
+// loneSurrogate reports whether a JSON text escapes half of a UTF-16
+// surrogate pair. Go's decoder turns one into U+FFFD, silently changing what
+// the client sent, as it would invalid UTF-8. Outside strings a backslash is
+// a syntax error, so scanning escapes without tracking strings is enough.
+func loneSurrogate(body []byte) bool {
+	for i := 0; i+1 < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		i++ // the escaped byte: an escaped backslash is passed over whole
+		if body[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(body[i+1:])
+		if !ok {
+			continue
+		}
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true // a low half with no high half before it
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+6 >= len(body) || body[i+1] != '\\' || body[i+2] != 'u' {
+				return true
+			}
+			lo, ok := hex4(body[i+3:])
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 func jsonError(err error) error {
@@ -74,14 +139,21 @@ func jsonError(err error) error {
 	return memory.Errorf(memory.EINVALID, "malformed JSON: %v", err)
 }
 
-// sessionID reads the :id path parameter. Echo hands it over still escaped
-// when the path had escapes (%2F), so unescape before validating.
+// sessionID reads the :id path parameter.
 func sessionID(c echo.Context) (string, error) {
 	return pathParam(c, "id")
 }
 
+// pathParam decodes a path parameter exactly once. Echo routes on the
+// escaped path, and hands params over still escaped, only when the URL holds
+// escapes Go would not write itself (RawPath set: %2F); otherwise the param
+// is decoded already, and decoding it again would let /v1/sessions/%2573
+// name session "s".
 func pathParam(c echo.Context, name string) (string, error) {
 	raw := c.Param(name)
+	if c.Request().URL.RawPath == "" {
+		return raw, nil
+	}
 	v, err := url.PathUnescape(raw)
 	if err != nil {
 		return "", memory.Errorf(memory.EINVALID, "%s: %q is not a valid path segment", name, raw)

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	benchIndexes.Unlock()
+	closeFuzzIndex()
 	os.Exit(code)
 }
 

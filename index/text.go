@@ -210,16 +210,37 @@ func filterQueries(q *memory.SearchQuery) []query.Query {
 		}
 		fs = append(fs, filterAnyOf(fieldState, states))
 	}
-	if !q.Since.IsZero() || !q.Until.IsZero() {
-		incl := true
-		dq := bleve.NewDateRangeInclusiveQuery(q.Since, q.Until, &incl, &incl)
-		dq.SetField(fieldCreatedAt)
+	if dq := dateFilter(q.Since, q.Until); dq != nil {
 		fs = append(fs, dq)
 	}
 	for i, f := range fs {
 		fs[i] = unscored{f}
 	}
 	return fs
+}
+
+// dateFilter is the inclusive created_at range since..until (zero: open),
+// or nil when it filters nothing. Bleve refuses an end outside the times its
+// date field holds (int64 nanoseconds: 1677-12 to 2262-04) and does not
+// index a time outside them, so an end beyond that range is open.
+func dateFilter(since, until time.Time) query.Query {
+	lo, hi := query.MinRFC3339CompatibleTime, query.MaxRFC3339CompatibleTime
+	if since.After(hi) || (!until.IsZero() && until.Before(lo)) {
+		return bleve.NewMatchNoneQuery()
+	}
+	if since.Before(lo) {
+		since = time.Time{}
+	}
+	if until.After(hi) {
+		until = time.Time{}
+	}
+	if since.IsZero() && until.IsZero() {
+		return nil
+	}
+	incl := true
+	dq := bleve.NewDateRangeInclusiveQuery(since, until, &incl, &incl)
+	dq.SetField(fieldCreatedAt)
+	return dq
 }
 
 // scopedQuery is the text query restricted to q's tenant, sessions, states

@@ -162,14 +162,34 @@ func (m *Message) Validate(i int, lim Limits) error {
 		if tc.Function.Name == "" {
 			return Errorf(EINVALID, "messages[%d].tool_calls[%d].function.name: required", i, j)
 		}
-		if err := checkText(tc.ID + tc.Function.Name + tc.Function.Arguments); err != nil {
+		if err := checkText(tc.ID + tc.Type + tc.Function.Name + tc.Function.Arguments); err != nil {
 			return Errorf(EINVALID, "messages[%d].tool_calls[%d]: %v", i, j, err)
 		}
 	}
 	if m.ToolCallID != "" && m.Role != RoleTool {
 		return Errorf(EINVALID, "messages[%d].tool_call_id: only tool messages answer a tool call", i)
 	}
+	if err := checkCreatedAt(m.CreatedAt); err != nil {
+		return Errorf(EINVALID, "messages[%d].created_at: %v", i, err)
+	}
 	return validateMetadata(m.Metadata, i, lim)
+}
+
+// checkCreatedAt refuses a time that is stored in UTC outside the years
+// 0000-9999: JSON (and RFC 3339) cannot write it, so the store could not
+// encode the message ("9999-12-31T23:59:59-23:59" is year 10000 in UTC). An
+// offset of 24 hours or more is not RFC 3339, though Go parses it.
+func checkCreatedAt(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+		return fmt.Errorf("offset %s is not a valid RFC 3339 offset", t.Format("-07:00"))
+	}
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("%s is year %d in UTC, outside 0000..9999", t.Format(time.RFC3339), y)
+	}
+	return nil
 }
 
 // checkText refuses text a JSON client could not have meant: invalid UTF-8
@@ -185,14 +205,23 @@ func checkText(s string) error {
 }
 
 func validateMetadata(md map[string]any, i int, lim Limits) error {
+	if err := checkMetadata(md, lim); err != nil {
+		return Errorf(ErrorCode(err), "messages[%d].%s", i, ErrorMessage(err))
+	}
+	return nil
+}
+
+// checkMetadata checks md's values and its size against lim: EINVALID or
+// ETOOLARGE, the message starting with "metadata".
+func checkMetadata(md map[string]any, lim Limits) error {
 	if len(md) > lim.MaxMetadataKeys {
-		return Errorf(EINVALID, "messages[%d].metadata: %d keys is over the limit of %d", i, len(md), lim.MaxMetadataKeys)
+		return Errorf(EINVALID, "metadata: %d keys is over the limit of %d", len(md), lim.MaxMetadataKeys)
 	}
 	if err := ValidateMetadata(md); err != nil {
-		return Errorf(EINVALID, "messages[%d].%v", i, err)
+		return Errorf(EINVALID, "%v", err)
 	}
 	if b, _ := json.Marshal(md); len(b) > lim.MaxMetadataBytes {
-		return Errorf(ETOOLARGE, "messages[%d].metadata: %d bytes is over the limit of %d", i, len(b), lim.MaxMetadataBytes)
+		return Errorf(ETOOLARGE, "metadata: %d bytes is over the limit of %d", len(b), lim.MaxMetadataBytes)
 	}
 	return nil
 }

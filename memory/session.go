@@ -95,18 +95,37 @@ type SessionUpdate struct {
 	Policy        *PolicyOverrides
 }
 
+// MaxRecoverableForDays bounds a session's recoverable_for_days: a cold
+// chunk's recoverable_until must stay a time JSON can write (year 9999).
+const MaxRecoverableForDays = 36_500
+
+// MaxWeight bounds a session's scoring weights: two weights of 1e308 sum to
+// +Inf, and scoring then finds no weight above 0 and refuses every
+// compaction of the session.
+const MaxWeight = 1000
+
 // Validate checks the values that are set.
 func (u SessionUpdate) Validate() error {
 	if u.ContextWindow != nil && (*u.ContextWindow < 256 || *u.ContextWindow > 10_000_000) {
 		return Errorf(EINVALID, "context_window: %d is outside 256..10000000 tokens", *u.ContextWindow)
 	}
+	if p := u.Policy; p != nil && p.RecoverableForDays != nil && *p.RecoverableForDays > MaxRecoverableForDays {
+		return Errorf(EINVALID, "recoverable_for_days: %d is over the limit of %d (100 years)", *p.RecoverableForDays, MaxRecoverableForDays)
+	}
+	if p := u.Policy; p != nil {
+		for field, w := range map[string]*float64{"weight_similarity": p.WeightSimilarity, "weight_recency": p.WeightRecency,
+			"weight_references": p.WeightReferences, "weight_importance": p.WeightImportance} {
+			if w != nil && *w > MaxWeight {
+				return Errorf(EINVALID, "%s: %v is over the limit of %v (weights are relative)", field, *w, MaxWeight)
+			}
+		}
+	}
 	if u.Encoding != nil && !ValidEncoding(*u.Encoding) {
 		return Errorf(EINVALID, "encoding: %q is not one of o200k_base, cl100k_base", *u.Encoding)
 	}
-	if err := ValidateMetadata(u.Metadata); err != nil {
-		return Errorf(EINVALID, "%v", err)
-	}
-	return nil
+	// A session's metadata comes back in every status and listing: it has
+	// the limits of a message's (the configurable limits are the others).
+	return checkMetadata(u.Metadata, DefaultLimits)
 }
 
 // Apply writes the set fields of u into s.

@@ -1,0 +1,150 @@
+package httpapi
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// A path segment is decoded once: %2573 is the id "%73" (invalid), not "s".
+func TestPathParamDecodedOnce(t *testing.T) {
+	s := testServer(t)
+	for _, c := range []struct {
+		method, target string
+		status         int
+	}{
+		{"GET", "/v1/sessions/%2573", 400},
+		{"DELETE", "/v1/sessions/%2573", 400},
+		{"GET", "/v1/sessions/%2573/messages", 400},
+		{"POST", "/v1/sessions/%2573/compact", 400},
+		{"GET", "/v1/sessions/%25", 400},
+		{"GET", "/v1/sessions/a%252Fb", 400},
+		{"GET", "/v1/sessions/a%2Fb", 400},
+		{"GET", "/v1/sessions/%73", 200}, // an escape of a plain character still names s
+		{"GET", "/v1/sessions/s", 200},
+		{"POST", "/v1/sessions/s/messages/%25" + fmt.Sprintf("%X", shared.cold[0]) + shared.cold[1:] + "/recover", 404},
+	} {
+		a := serve(t, s, c.method, c.target, nil)
+		checkAnswer(t, a)
+		if a.status != c.status {
+			t.Errorf("%s %s = %d, want %d: %s", c.method, c.target, a.status, c.status, a.raw)
+		}
+	}
+	if a := serve(t, s, "GET", "/v1/sessions/s/messages?state=all&limit=1000", nil); a.status != 200 || len(a.body["messages"].([]any)) == 0 {
+		t.Fatalf("session s lost its messages: %d %.200s", a.status, a.raw)
+	}
+}
+
+// A body that is JSON but not an object is refused: Go would decode null
+// into a request with no fields set, which compacts or resets by default.
+func TestBodyMustBeAnObject(t *testing.T) {
+	s := testServer(t)
+	for _, target := range []string{"PUT /v1/sessions/s", "POST /v1/sessions/s/compact", "POST /v1/sessions/s/context",
+		"POST /v1/search", "POST /v1/sessions/s/messages"} {
+		method, path, _ := strings.Cut(target, " ")
+		for _, body := range []string{"null", " null ", "[]", `"x"`, "1", "true"} {
+			a := serve(t, s, method, path, []byte(body))
+			checkAnswer(t, a)
+			if a.status != 400 {
+				t.Errorf("%s body %s = %d, want 400: %s", target, body, a.status, a.raw)
+			}
+		}
+	}
+}
+
+func TestLoneSurrogate(t *testing.T) {
+	for body, lone := range map[string]bool{
+		`{"a":"\ud800"}`:                   true,
+		`{"a":"\uDBFF"}`:                   true,
+		`{"a":"\udc00"}`:                   true,
+		`{"a":"\ud800x"}`:                  true,
+		`{"a":"\ud800\u0041"}`:             true,
+		`{"a":"\ud800\ud800\udc00"}`:       true,
+		`{"a":"\udc00\ud800"}`:             true,
+		`{"\ud83d":1}`:                     true,
+		`{"a":"x\ud83d\ude00y"}`:           false,
+		`{"a":"\ud83d\ude00\ud83d\ude00"}`: false,
+		`{"a":"\\ud800"}`:                  false, // an escaped backslash, then text
+		`{"a":"\\\ud83d\ude00"}`:           false,
+		`{"a":"\\\ud800"}`:                 true,
+		`{"a":"\u00e9\u0000"}`:             false,
+		`{"a":"\ud800`:                     true,
+		`\`:                                false,
+	} {
+		if got := loneSurrogate([]byte(body)); got != lone {
+			t.Errorf("loneSurrogate(%s) = %v, want %v", body, got, lone)
+		}
+	}
+	s := testServer(t)
+	a := serve(t, s, "POST", "/v1/sessions/s/messages", []byte(`{"messages":[{"role":"user","content":"half \ud83d a smile"}]}`))
+	if checkAnswer(t, a); a.status != 400 || !strings.Contains(fmt.Sprint(a.body), "surrogate") {
+		t.Fatalf("lone surrogate = %d %s, want 400 naming it", a.status, a.raw)
+	}
+	a = serve(t, s, "POST", "/v1/sessions/smile/messages", []byte(`{"messages":[{"role":"user","content":"a whole \ud83d\ude00 smile"}]}`))
+	if a.status != 201 {
+		t.Fatalf("surrogate pair = %d %s, want 201", a.status, a.raw)
+	}
+	a = serve(t, s, "GET", "/v1/sessions/smile/messages", nil)
+	if got := a.body["messages"].([]any)[0].(map[string]any)["content"]; got != "a whole \U0001F600 smile" {
+		t.Fatalf("stored %q", got)
+	}
+}
+
+// endless is an unending JSON body that counts the bytes read from it.
+type endless struct {
+	head string
+	n    atomic.Int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	off := e.n.Load()
+	for i := range p {
+		if j := off + int64(i); j < int64(len(e.head)) {
+			p[i] = e.head[j]
+		} else {
+			p[i] = 'a'
+		}
+	}
+	e.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// An oversized body is refused without being read: from its declared length
+// before a byte is read, and after the limit when no length is declared.
+func TestBodyLimitStopsReading(t *testing.T) {
+	testServer(t)
+	const limit = 64 << 10
+	s := New(shared.svc, Options{BodyLimit: limit, Logger: slog.New(slog.DiscardHandler)})
+	for _, route := range []struct{ method, target, head string }{
+		{"PUT", "/v1/sessions/big", `{"metadata":{"k":"`},
+		{"POST", "/v1/sessions/big/messages", `{"messages":[{"role":"user","content":"`},
+		{"POST", "/v1/search", `{"query":"`},
+		{"POST", "/v1/sessions/s/compact", `{"prompt":"`},
+		{"POST", "/v1/sessions/s/context", `{"prompt":"`},
+		{"POST", "/v1/sessions/s/messages/" + shared.cold + "/recover", `{"x":"`},
+	} {
+		for _, declared := range []int64{1 << 30, -1} {
+			body := &endless{head: route.head}
+			req := httptest.NewRequest(route.method, route.target, io.Reader(body))
+			req.ContentLength = declared
+			a := serveRequest(t, s, req)
+			checkAnswer(t, a)
+			read := body.n.Load()
+			switch {
+			case declared > 0 && (a.status != 413 || read != 0):
+				t.Errorf("%s %s with 1 GiB declared = %d after reading %d bytes, want 413 before reading", route.method, route.target, a.status, read)
+			case declared < 0 && read > limit+1:
+				t.Errorf("%s %s read %d bytes of an undeclared body, limit %d", route.method, route.target, read, limit)
+			case declared < 0 && read > 0 && a.status != 413:
+				t.Errorf("%s %s undeclared body = %d, want 413", route.method, route.target, a.status)
+			}
+		}
+	}
+	if a := serve(t, s, "GET", "/v1/sessions/big", nil); a.status != 404 {
+		t.Fatalf("an oversized body created session big: %d %s", a.status, a.raw)
+	}
+}
