@@ -18,12 +18,15 @@ func init() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) }
 // builds each encoding once per process (GetEncoding takes 60-250 ms) and is
 // safe for concurrent use.
 type Tokenizer struct {
-	mu   sync.Mutex
-	encs map[string]*tiktoken.Tiktoken
+	mu    sync.Mutex
+	encs  map[string]*tiktoken.Tiktoken
+	heaps map[string]*heapBPE // for text with long runs; see longpiece.go
 }
 
 // New returns a Tokenizer; encodings are built on first use.
-func New() *Tokenizer { return &Tokenizer{encs: map[string]*tiktoken.Tiktoken{}} }
+func New() *Tokenizer {
+	return &Tokenizer{encs: map[string]*tiktoken.Tiktoken{}, heaps: map[string]*heapBPE{}}
+}
 
 var _ memory.Tokenizer = (*Tokenizer)(nil)
 
@@ -38,7 +41,30 @@ func (t *Tokenizer) Count(encoding, text string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if hasLongRun(text) {
+		h, err := t.heap(encoding)
+		if err != nil {
+			return 0, err
+		}
+		return h.count(text)
+	}
 	return len(enc.EncodeOrdinary(text)), nil
+}
+
+// heap returns the heap-merge counter of an encoding, built on first use
+// (its ranks are a second copy: only texts with long runs pay for them).
+func (t *Tokenizer) heap(encoding string) (*heapBPE, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h, ok := t.heaps[encoding]; ok {
+		return h, nil
+	}
+	h, err := newHeapBPE(encoding)
+	if err != nil {
+		return nil, err
+	}
+	t.heaps[encoding] = h
+	return h, nil
 }
 
 // Warm builds the named encodings now, so the first request does not pay for it.
