@@ -33,6 +33,7 @@ fuzz:
 	$(FUZZ) '^FuzzListQuery$$' ./httpapi
 	$(FUZZ) '^FuzzCount$$' ./tokenizer
 	$(FUZZ) '^FuzzMessageTokens$$' ./tokenizer
+	$(FUZZ) '^FuzzHeapBPE$$' ./tokenizer
 	$(FUZZ) '^FuzzExtractive$$' ./summarize
 	$(FUZZ) '^FuzzLLM$$' ./summarize
 	$(FUZZ) '^FuzzSearch$$' ./index
