@@ -118,7 +118,8 @@ func New(svc *memory.Service, opts Options) *Server {
 	v1.POST("/sessions/:id/compact", s.compact, body...)
 	v1.POST("/sessions/:id/context", s.context, body...)
 	v1.GET("/sessions/:id/cold", s.listCold, mw...)
-	v1.POST("/sessions/:id/messages/:message_id/recover", s.recoverMessage, body...)
+	// Recover takes no body: none is read, so none is limited.
+	v1.POST("/sessions/:id/messages/:message_id/recover", s.recoverMessage, mw...)
 	v1.GET("/messages/:id", s.getMessage, mw...)
 	v1.GET("/events/:stream", s.listEvents, mw...)
 	return s

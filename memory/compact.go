@@ -3,9 +3,9 @@ package memory
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ctxd/ctxd/scoring"
@@ -71,6 +71,9 @@ func (s *Service) Compact(ctx context.Context, sessionID string, req CompactRequ
 	if err := checkText(req.Prompt); err != nil {
 		return nil, Errorf(EINVALID, "prompt: %v", err)
 	}
+	if len(req.Prompt) > MaxQueryBytes {
+		return nil, Errorf(EINVALID, "prompt: %d bytes is over the limit of %d", len(req.Prompt), MaxQueryBytes)
+	}
 	if req.Trigger == "" {
 		req.Trigger = TriggerManual
 	}
@@ -80,10 +83,17 @@ func (s *Service) Compact(ctx context.Context, sessionID string, req CompactRequ
 	return s.compactLocked(ctx, tenant, sessionID, req)
 }
 
-// lockSession serialises compactions (and recoveries) of one session.
+// lockSession serialises compactions (and recoveries) of one session. The
+// locks are striped by a hash of the session: a fixed set, however many
+// session ids callers invent (a lock per id would grow without bound).
+// Two sessions share a stripe 1 time in len(sessionLocks); no caller holds
+// two sessions' locks at once, so sharing cannot deadlock.
 func (s *Service) lockSession(tenant, id string) func() {
-	v, _ := s.sessionLocks.LoadOrStore(tenant+"\x00"+id, &sync.Mutex{})
-	mu := v.(*sync.Mutex)
+	h := fnv.New32a()
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	mu := &s.sessionLocks[h.Sum32()%uint32(len(s.sessionLocks))]
 	mu.Lock()
 	return mu.Unlock
 }

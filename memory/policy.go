@@ -79,8 +79,8 @@ func (p Policy) Validate() error {
 		return bad("relevance_cutoff", "%v is outside [0, 1)", p.RelevanceCutoff)
 	case p.MinChunksToKeep < 0 || p.KeepRecent < 0:
 		return bad("keep_recent", "min_chunks_to_keep and keep_recent must not be negative")
-	case p.RecoverableForDays < 1:
-		return bad("recoverable_for_days", "must be at least 1")
+	case p.RecoverableForDays < 1 || p.RecoverableForDays > MaxRecoverableForDays:
+		return bad("recoverable_for_days", "%d is outside 1..%d", p.RecoverableForDays, MaxRecoverableForDays)
 	case p.SummaryTargetTokens < 16:
 		return bad("summary_target_tokens", "must be at least 16")
 	case p.ToolTrimChars < 1 || p.ToolKeepHeadChars < 0 || p.ToolKeepTailChars < 0 ||
@@ -91,6 +91,8 @@ func (p Policy) Validate() error {
 	case p.WeightSimilarity < 0 || p.WeightRecency < 0 || p.WeightReferences < 0 || p.WeightImportance < 0 ||
 		p.WeightSimilarity+p.WeightRecency+p.WeightReferences+p.WeightImportance <= 0:
 		return bad("weight_similarity", "weights must be non-negative with a positive sum")
+	case max(p.WeightSimilarity, p.WeightRecency, p.WeightReferences, p.WeightImportance) > MaxWeight:
+		return bad("weight_similarity", "weights must be at most %d", MaxWeight)
 	case p.RecencyHalfLifeTurns <= 0:
 		return bad("recency_half_life_turns", "must be positive")
 	}

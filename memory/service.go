@@ -59,7 +59,7 @@ type Service struct {
 	EventReader EventReader
 
 	ix           *indexer
-	sessionLocks sync.Map // tenant\x00session -> *sync.Mutex
+	sessionLocks [1024]sync.Mutex // see lockSession
 	idMu         sync.Mutex
 	entropy      *ulid.MonotonicEntropy
 	ready        atomic.Bool
