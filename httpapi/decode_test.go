@@ -125,7 +125,6 @@ func TestBodyLimitStopsReading(t *testing.T) {
 		{"POST", "/v1/search", `{"query":"`},
 		{"POST", "/v1/sessions/s/compact", `{"prompt":"`},
 		{"POST", "/v1/sessions/s/context", `{"prompt":"`},
-		{"POST", "/v1/sessions/s/messages/" + shared.cold + "/recover", `{"x":"`},
 	} {
 		for _, declared := range []int64{1 << 30, -1} {
 			body := &endless{head: route.head}
@@ -142,6 +141,17 @@ func TestBodyLimitStopsReading(t *testing.T) {
 			case declared < 0 && read > 0 && a.status != 413:
 				t.Errorf("%s %s undeclared body = %d, want 413", route.method, route.target, a.status)
 			}
+		}
+	}
+	// Recover takes no body: it reads none, whatever the size declared.
+	for _, declared := range []int64{1 << 30, -1} {
+		body := &endless{head: `{"x":"`}
+		req := httptest.NewRequest("POST", "/v1/sessions/s/messages/"+shared.cold+"/recover", io.Reader(body))
+		req.ContentLength = declared
+		a := serveRequest(t, s, req)
+		checkAnswer(t, a)
+		if read := body.n.Load(); read != 0 || a.status != 200 {
+			t.Errorf("recover with a %d-byte body = %d after reading %d bytes, want 200 reading nothing", declared, a.status, read)
 		}
 	}
 	if a := serve(t, s, "GET", "/v1/sessions/big", nil); a.status != 404 {
