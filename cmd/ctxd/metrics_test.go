@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -89,7 +92,27 @@ func TestMetricsEndToEnd(t *testing.T) {
 	ts.search(map[string]any{"query": "river walk", "session_id": session})
 	ts.mustDo(404, "GET", "/v1/sessions/"+session+"/no-such-thing", nil)
 
-	fams := scrapeMetrics(t, ts)
+	// A background compaction the context call started may still log: scrape
+	// when the event logs are the same before and after the scrape.
+	logsNow := func() string {
+		var b strings.Builder
+		for _, f := range []string{"compaction", "drops", "recoveries", "context-health"} {
+			fi, _ := os.Stat(filepath.Join(ts.Dir, "logs", f+".jsonl"))
+			if fi != nil {
+				fmt.Fprint(&b, fi.Size(), " ")
+			}
+		}
+		return b.String()
+	}
+	var fams map[string]*dto.MetricFamily
+	for range 100 {
+		before := logsNow()
+		fams = scrapeMetrics(t, ts)
+		time.Sleep(100 * time.Millisecond)
+		if logsNow() == before {
+			break
+		}
+	}
 	requests := func(route, method, code string) float64 {
 		return metricValue(fams, "ctxd_http_requests_total", map[string]string{"route": route, "method": method, "code": code})
 	}
