@@ -222,10 +222,10 @@ func filterQueries(q *memory.SearchQuery) []query.Query {
 	return fs
 }
 
-// scopedQuery is the text query restricted to q's tenant, sessions, states
-// and times.
-func (x *Index) scopedQuery(q *memory.SearchQuery) query.Query {
-	return bleve.NewConjunctionQuery(append([]query.Query{x.textQuery(x.withoutCommonTerms(context.Background(), q.Text))}, filterQueries(q)...)...)
+// scopedQuery is the query for text (q.Text with common terms pruned)
+// restricted to q's tenant, sessions, states and times.
+func (x *Index) scopedQuery(q *memory.SearchQuery, text string) query.Query {
+	return bleve.NewConjunctionQuery(append([]query.Query{x.textQuery(text)}, filterQueries(q)...)...)
 }
 
 // unscored runs a filter without scores or term vectors. Inside a
@@ -273,20 +273,22 @@ func (x *Index) textQuery(text string) query.Query {
 type textCandidate struct {
 	id    string
 	score float64
-	dm    *search.DocumentMatch // kept for highlighting
 }
 
-// searchText returns up to n best text hits for q.
-func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, n int) ([]textCandidate, error) {
-	req := bleve.NewSearchRequestOptions(x.scopedQuery(q), n, 0, false)
-	req.IncludeLocations = q.Highlight
+// searchText returns up to n best text hits for q, searching for text (q.Text
+// with common terms pruned). It asks Bleve for no term locations even when q
+// wants snippets: reading them for every matching posting made a search of
+// common words twice as slow, and only the final K hits need them (see
+// snippet).
+func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, text string, n int) ([]textCandidate, error) {
+	req := bleve.NewSearchRequestOptions(x.scopedQuery(q, text), n, 0, false)
 	res, err := x.text.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("text search: %w", err)
 	}
 	out := make([]textCandidate, len(res.Hits))
 	for i, h := range res.Hits {
-		out[i] = textCandidate{id: h.ID, score: h.Score, dm: h}
+		out[i] = textCandidate{id: h.ID, score: h.Score}
 	}
 	return out, nil
 }

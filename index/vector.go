@@ -343,12 +343,14 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 	var next atomic.Int64
 	work := func(w int) {
 		tops[w] = make(minHeap, 0, n)
+		scores := scoreBufs.Get().(*[]float32)
+		defer scoreBufs.Put(scores)
 		for {
 			j := int(next.Add(1) - 1)
 			if j >= len(cs) || ctx.Err() != nil {
 				return
 			}
-			cs[j].scan(qv, f, sessions[j], &tops[w], n)
+			cs[j].scan(qv, f, sessions[j], &tops[w], n, scores)
 		}
 	}
 	if workers == 1 {
@@ -375,6 +377,10 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 	})
 	return out[:min(n, len(out))], nil
 }
+
+// scoreBufs holds the scratch row scores of scan workers, so that a search
+// does not allocate a session's worth of floats per collection.
+var scoreBufs = sync.Pool{New: func() any { return new([]float32) }}
 
 // query asks chromem for the n most similar documents of one session. With
 // a filter it ranks the whole session and filters here: chromem's where
@@ -407,20 +413,29 @@ func (c *collection) query(ctx context.Context, qv []float32, f *vectorFilter, s
 	return out, nil
 }
 
-// scan offers the rows that pass f to h, which keeps the n most similar to qv.
-func (c *collection) scan(qv []float32, f *vectorFilter, session string, h *minHeap, n int) {
+// scan offers the rows that pass f to h, which keeps the n most similar to
+// qv. scores is scratch space for the row scores, grown as needed.
+func (c *collection) scan(qv []float32, f *vectorFilter, session string, h *minHeap, n int, scores *[]float32) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	dim := c.dim
-	for i := range c.ids {
+	if cap(*scores) < len(c.ids) {
+		*scores = make([]float32, len(c.ids))
+	}
+	out := (*scores)[:len(c.ids)]
+	// Scoring every row in one call and filtering after beats skipping the
+	// filtered rows one call each: a row costs ~10 ns in assembly.
+	dotRows(qv, c.vecs, out)
+	for i, s32 := range out {
+		s := float64(s32)
+		if len(*h) == n && s <= (*h)[0].score {
+			continue
+		}
 		if f != nil && !f.keep(c.states[i], c.times[i]) {
 			continue
 		}
-		s := float64(dot(qv, c.vecs[i*dim:(i+1)*dim]))
-		switch {
-		case len(*h) < n:
+		if len(*h) < n {
 			h.push(vectorCandidate{id: c.ids[i], session: session, score: s})
-		case s > (*h)[0].score:
+		} else {
 			(*h)[0] = vectorCandidate{id: c.ids[i], session: session, score: s}
 			h.down(0)
 		}
