@@ -57,10 +57,10 @@ func benchDotRows(b *testing.B, n int) {
 	}{{"go", dotRowsGeneric}, {"simd", dotRows}} {
 		b.Run(impl.name, func(b *testing.B) {
 			cpu0 := cpuTime()
-	for b.Loop() {
+			for b.Loop() {
 				impl.fn(q, rows, out)
 			}
-	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*n*dim), "cpu-ns/dim")
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*n*dim), "cpu-ns/dim")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n*dim), "ns/dim")
 		})
 	}

@@ -22,7 +22,7 @@ type candidate struct {
 	id, session  string // session is "" for a text-only hit until it is loaded
 	text, vector float64
 	score        float64
-	textHit      bool   // found by the text side: its snippet shows the matched words
+	textHit      bool // found by the text side: its snippet shows the matched words
 }
 
 // merge joins both sides' candidates by id, with each side's scores min-max

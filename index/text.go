@@ -196,10 +196,14 @@ func filterAnyOf(field string, values []string) query.Query {
 	return bleve.NewDisjunctionQuery(qs...)
 }
 
-// filterQueries are the conjuncts that scope a search: tenant always, then the
-// optional session, state and time filters.
-func filterQueries(q *memory.SearchQuery) []query.Query {
-	fs := []query.Query{filterTerm(fieldTenant, q.Tenant)}
+// filterQueries are the conjuncts that scope a search: tenant (unless the
+// caller knows every document is the tenant's), then the optional session,
+// state and time filters.
+func filterQueries(q *memory.SearchQuery, byTenant bool) []query.Query {
+	var fs []query.Query
+	if byTenant {
+		fs = append(fs, filterTerm(fieldTenant, q.Tenant))
+	}
 	if len(q.Sessions) > 0 {
 		fs = append(fs, filterAnyOf(fieldSession, q.Sessions))
 	}
@@ -223,9 +227,13 @@ func filterQueries(q *memory.SearchQuery) []query.Query {
 }
 
 // scopedQuery is the query for text (q.Text with common terms pruned)
-// restricted to q's tenant, sessions, states and times.
-func (x *Index) scopedQuery(q *memory.SearchQuery, text string) query.Query {
-	return bleve.NewConjunctionQuery(append([]query.Query{x.textQuery(text)}, filterQueries(q)...)...)
+// restricted to q's tenant (if byTenant), sessions, states and times.
+func (x *Index) scopedQuery(q *memory.SearchQuery, text string, byTenant bool) query.Query {
+	fs := filterQueries(q, byTenant)
+	if len(fs) == 0 {
+		return x.textQuery(text)
+	}
+	return bleve.NewConjunctionQuery(append([]query.Query{x.textQuery(text)}, fs...)...)
 }
 
 // unscored runs a filter without scores or term vectors. Inside a
@@ -280,9 +288,21 @@ type textCandidate struct {
 // wants snippets: reading them for every matching posting made a search of
 // common words twice as slow, and only the final K hits need them (see
 // snippet).
+//
+// In an index only q's tenant has written to, it searches without the tenant
+// filter; if another tenant's first documents arrived meanwhile (noteTenants
+// runs before they are committed), it searches again with it.
 func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, text string, n int) ([]textCandidate, error) {
-	req := bleve.NewSearchRequestOptions(x.scopedQuery(q, text), n, 0, false)
-	res, err := x.text.SearchInContext(ctx, req)
+	byTenant := !x.soleTenant(q.Tenant)
+	if testHookTenancyRead != nil {
+		testHookTenancyRead()
+	}
+	res, err := x.text.SearchInContext(ctx, bleve.NewSearchRequestOptions(x.scopedQuery(q, text, byTenant), n, 0, false))
+	if err == nil && !byTenant {
+		if !x.soleTenant(q.Tenant) {
+			res, err = x.text.SearchInContext(ctx, bleve.NewSearchRequestOptions(x.scopedQuery(q, text, true), n, 0, false))
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("text search: %w", err)
 	}
@@ -320,6 +340,10 @@ func (x *Index) sessionDocIDs(ctx context.Context, s memory.SessionRef) ([]strin
 		after = []string{res.Hits[len(res.Hits)-1].ID}
 	}
 }
+
+// testHookTenancyRead, if set, runs between searchText's reading of the
+// tenancy and its search.
+var testHookTenancyRead func()
 
 // sessionPage is how many ids one listing query of sessionDocIDs returns; a
 // variable so tests can make sessions span pages.
