@@ -22,3 +22,27 @@ func dotRowsGeneric(q, rows, out []float32) {
 		out[i] = dot(q, rows[i*dim:(i+1)*dim])
 	}
 }
+
+// dotRowsInt8 is dotRows for quantised rows, exact in int32.
+func dotRowsInt8(q []int16, rows []int8, out []int32) {
+	dim := len(q)
+	if len(rows) < len(out)*dim {
+		panic("dotRowsInt8: rows shorter than out*len(q)")
+	}
+	if useSIMD && dim > 0 {
+		dotRowsInt8SIMD(q, rows, out)
+		return
+	}
+	dotRowsInt8Generic(q, rows, out)
+}
+
+func dotRowsInt8Generic(q []int16, rows []int8, out []int32) {
+	dim := len(q)
+	for i := range out {
+		var s int32
+		for j, x := range rows[i*dim : (i+1)*dim] {
+			s += int32(x) * int32(q[j])
+		}
+		out[i] = s
+	}
+}

@@ -10,3 +10,9 @@ var useSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 //
 //go:noescape
 func dotRowsSIMD(q, rows, out []float32)
+
+// dotRowsInt8SIMD is dotRowsInt8 in AVX2 assembly (dot8_amd64.s), with the
+// same preconditions as dotRowsSIMD.
+//
+//go:noescape
+func dotRowsInt8SIMD(q []int16, rows []int8, out []int32)

@@ -23,8 +23,30 @@ func TestCrossSessionVectorScanIsExact(t *testing.T) {
 	for _, m := range msgs[:5] {
 		m.SessionID = "lonely-" + m.ID // one-row sessions beside big ones
 	}
+	// Near-ties: a cluster of rows around query 0, closer together than
+	// the quantisation error, which the int8 pass cannot order.
+	for i, m := range msgs[100:400] {
+		v := slices.Clone(hashVec("query0", dim))
+		v[i%dim] += 0.0002 * float32(i+1) // distinct: no exact ties
+		m.Vector = v
+	}
 	mustApply(t, x, memory.IndexBatch{Upserts: msgs, Watermark: 1})
+	checkVectorScan(t, x, msgs, dim, n)
 
+	// Rows move when others are deleted, and change when re-embedded: the
+	// int8 copies must follow.
+	deletes := msgs[200:800]
+	kept := slices.Clone(msgs[:200])
+	kept = append(kept, msgs[800:]...)
+	for i, m := range kept[1000:1300] {
+		m.Vector = hashVec(fmt.Sprint("again", i), dim)
+	}
+	mustApply(t, x, memory.IndexBatch{Deletes: deletes, Upserts: kept[1000:1300], Watermark: 2})
+	checkVectorScan(t, x, kept, dim, n)
+}
+
+func checkVectorScan(t *testing.T, x *Index, msgs []*memory.Message, dim, n int) {
+	t.Helper()
 	since := t0.Add(1000 * time.Minute)
 	filters := map[string]func(q *memory.SearchQuery){
 		"none": func(*memory.SearchQuery) {},
