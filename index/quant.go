@@ -34,14 +34,23 @@ func quantizeRow(row []float32, codes []int8) (scale, l1 float32) {
 	return float32(s), float32(sum)
 }
 
-// quantQuery is a query vector quantised like the rows (as int16, the
-// width the assembly multiplies in), with the terms of its error bound.
+// quantQuery is a query vector quantised like the rows but finer, in
+// int16 (the width the assembly multiplies in), with the terms of its error
+// bound.
 type quantQuery struct {
 	codes []int16
 	scale float64
 	// The error of a row's approximate score is at most
 	// rowScale*a + rowL1*b: see quantBound.
 	a, b float64
+}
+
+// queryLevels is the largest code of a query of dim dimensions: as fine as
+// int16 allows while the int32 sum of dim products with int8 codes cannot
+// overflow. A fine query halves the error bound against an int8 one, and
+// so the rows to rescore.
+func queryLevels(dim int) float64 {
+	return float64(min(math.MaxInt16, math.MaxInt32/(127*max(dim, 1))))
 }
 
 // quantizeQuery quantises the unit vector q.
@@ -56,9 +65,10 @@ func quantizeQuery(q []float32) *quantQuery {
 	if mx == 0 {
 		return qq
 	}
-	qq.scale = mx / 127
+	levels := queryLevels(len(q))
+	qq.scale = mx / levels
 	for i, x := range q {
-		qq.codes[i] = int16(max(-127, min(127, math.Round(float64(x)/qq.scale))))
+		qq.codes[i] = int16(max(-levels, min(levels, math.Round(float64(x)/qq.scale))))
 	}
 	// With row r = sr*c + e (|e_i| <= sr/2) and query q = sq*d + f
 	// (|f_i| <= sq/2), r.q - sr*sq*(c.d) = sq*(e.d) + r.f, so
