@@ -143,6 +143,11 @@ func BenchmarkSearch(b *testing.B) {
 				})
 			}
 		}
+		// The server always asks for snippets: this is a POST /v1/search
+		// across sessions.
+		b.Run(fmt.Sprintf("%dk/cross/hybrid+highlight", n/1000), func(b *testing.B) {
+			runSearchBench(b, buildBenchIndex(b, n, Options{}), searchVariant{"cross", memory.ModeHybrid, "highlight", 0})
+		})
 		b.Run(fmt.Sprintf("%dk/cross/hybrid+highlight+states+since", n/1000), func(b *testing.B) {
 			runSearchBench(b, buildBenchIndex(b, n, Options{}), searchVariant{"cross", memory.ModeHybrid, "highlight+states+since", 0})
 		})

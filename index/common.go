@@ -40,8 +40,8 @@ func (x *Index) withoutCommonTerms(ctx context.Context, text string) string {
 	}
 	limit := uint64(float64(docs) * commonTermShare)
 	type word struct {
-		text string
-		df   uint64
+		text, term string
+		df         uint64
 	}
 	var words []word
 	var kept []string
@@ -50,7 +50,7 @@ func (x *Index) withoutCommonTerms(ctx context.Context, text string) string {
 		if err != nil {
 			return text
 		}
-		w := word{text[tok.Start:tok.End], tfr.Count()}
+		w := word{text[tok.Start:tok.End], string(tok.Term), tfr.Count()}
 		_ = tfr.Close()
 		words = append(words, w)
 		if w.df <= limit {
@@ -63,9 +63,16 @@ func (x *Index) withoutCommonTerms(ctx context.Context, text string) string {
 	if len(kept) == 0 {
 		// Only common words: the rarest few still rank, at a fraction of
 		// the cost of all of them.
+		// A word that is there twice among them ("nouploum the nouploum")
+		// is searched once: twice scored the same postings for the same
+		// ranking (each clause's scores only doubled).
 		slices.SortStableFunc(words, func(a, b word) int { return cmp.Compare(a.df, b.df) })
+		var terms []string
 		for _, w := range words[:min(commonOnlyKeep, len(words))] {
-			kept = append(kept, w.text)
+			if !slices.Contains(terms, w.term) {
+				terms = append(terms, w.term)
+				kept = append(kept, w.text)
+			}
 		}
 	}
 	return strings.Join(kept, " ")

@@ -40,6 +40,11 @@ func TestCommonTermsArePruned(t *testing.T) {
 	if got := x.withoutCommonTerms(ctx, "weather harbour report"); len(got) == 0 || got == "weather harbour report" {
 		t.Fatalf("a query of common words only should keep its rarest few, got %q", got)
 	}
+	// The rarest few are distinct terms: a repeated common word (here in
+	// two spellings of one stem) is searched once.
+	if got := x.withoutCommonTerms(ctx, "the weather Weather report"); got != "weather" {
+		t.Fatalf("a repeated common word: %q", got)
+	}
 	hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "weather zeppelin", Mode: memory.ModeText, K: 1})
 	if len(hits) != 1 || hits[0].ID != "m007" {
 		t.Fatalf("search after pruning = %v", ids(hits))

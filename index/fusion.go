@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-
-	"github.com/blevesearch/bleve/v2/search"
 )
 
 // Fusion methods.
@@ -24,7 +22,7 @@ type candidate struct {
 	id, session  string // session is "" for a text-only hit until it is loaded
 	text, vector float64
 	score        float64
-	dm           *search.DocumentMatch // the text hit, for highlighting
+	textHit      bool // found by the text side: its snippet shows the matched words
 }
 
 // merge joins both sides' candidates by id, with each side's scores min-max
@@ -48,7 +46,7 @@ func merge(ts []textCandidate, vs []vectorCandidate) ([]*candidate, map[string]i
 	for i, t := range ts {
 		c := get(t.id)
 		c.text = scale(t.score, lo, hi)
-		c.dm = t.dm
+		c.textHit = true
 		textRank[t.id] = i + 1
 	}
 	lo, hi = bounds(len(vs), func(i int) float64 { return vs[i].score })

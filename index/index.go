@@ -149,6 +149,8 @@ type Index struct {
 	vec  *vectors
 	hl   highlight.Highlighter
 
+	tenants atomic.Pointer[tenancy]
+
 	// applyMu serialises Apply: a session delete lists the session's
 	// documents and must not miss those a concurrent batch adds.
 	applyMu sync.Mutex
@@ -204,6 +206,10 @@ func Open(dir string, opts Options) (*Index, error) {
 		text: text,
 		vec:  newVectors(),
 		hl:   simplehl.NewHighlighter(simple.NewFragmenter(snippetRunes), plain.NewFragmentFormatter(markOpen, markClose), "…"),
+	}
+	if err := x.loadTenancy(); err != nil {
+		_ = text.Close()
+		return nil, fmt.Errorf("open index %s: %w", dir, err)
 	}
 	return x, nil
 }
@@ -299,6 +305,7 @@ func (x *Index) Apply(ctx context.Context, b memory.IndexBatch) error {
 			return fmt.Errorf("apply to index %s: message %s: %w", x.dir, m.ID, err)
 		}
 	}
+	x.noteTenants(b.Upserts)
 	var wm [8]byte
 	binary.BigEndian.PutUint64(wm[:], b.Watermark)
 	batch.SetInternal(watermarkKey, wm[:])

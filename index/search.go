@@ -72,8 +72,10 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	} else {
 		close(done)
 	}
+	var text string // what the text side searched for
 	if useText {
-		ts, terr = x.searchText(ctx, &q, n)
+		text = x.withoutCommonTerms(ctx, q.Text)
+		ts, terr = x.searchText(ctx, &q, text, n)
 	}
 	<-done
 	if terr != nil {
@@ -87,15 +89,16 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	if len(cs) > k {
 		cs = cs[:k]
 	}
-	return x.hits(cs, q.Highlight)
+	return x.hits(cs, q.Highlight, text)
 }
 
 // hits turns the final candidates into memory.Hits, loading from Bleve what
-// they lack: the session of a text-only hit and the text of a snippet. A text
-// hit deleted since the search is left out.
-func (x *Index) hits(cs []*candidate, highlight bool) ([]memory.Hit, error) {
+// they lack: the session of a text-only hit and the text of a snippet, which
+// marks the words of query. A text hit deleted since the search is left out.
+func (x *Index) hits(cs []*candidate, highlight bool, query string) ([]memory.Hit, error) {
 	out := make([]memory.Hit, 0, len(cs))
 	var r bindex.IndexReader
+	var terms map[string]bool
 	defer func() {
 		if r != nil {
 			_ = r.Close()
@@ -139,8 +142,11 @@ func (x *Index) hits(cs []*candidate, highlight bool) ([]memory.Hit, error) {
 			}
 		})
 		if highlight {
-			if c.dm != nil {
-				h.Highlight = cleanSnippet(x.hl.BestFragmentInField(c.dm, doc, fieldText))
+			if c.textHit {
+				if terms == nil {
+					terms = x.analyzedTerms(query)
+				}
+				h.Highlight = x.snippet(doc, text, terms)
 			} else {
 				h.Highlight = leadSnippet(text)
 			}

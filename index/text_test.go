@@ -1,0 +1,67 @@
+package index
+
+import (
+	"context"
+	"testing"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+// The name and date clauses are left out of a query none of whose words
+// occurs in those fields, kept when one does, and leaving them out changes
+// no ranking: the scores only scale by one factor.
+func TestTextQueryLeavesOutEmptyClauses(t *testing.T) {
+	x := openTest(t, Options{})
+	a := msg("t", "s", "a", "the comet was bright over the harbour", 0)
+	a.Name = "Melanie"
+	b := msg("t", "s", "b", "a comet again, and another comet", 1)
+	c := msg("t", "s", "c", "Melanie saw the harbour lights", 2)
+	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{a, b, c}, Watermark: 1})
+
+	if occurs := x.fieldsWithAny("comet harbour", fieldName, fieldWhen); occurs[fieldName] || occurs[fieldWhen] {
+		t.Errorf("comet harbour occurs in %v", occurs)
+	}
+	if occurs := x.fieldsWithAny("melanie comet", fieldName, fieldWhen); !occurs[fieldName] || occurs[fieldWhen] {
+		t.Errorf("melanie comet occurs in %v", occurs)
+	}
+	// t0 is Sunday 7 May 2023, in the afternoon.
+	if occurs := x.fieldsWithAny("sunday comet", fieldName, fieldWhen); occurs[fieldName] || !occurs[fieldWhen] {
+		t.Errorf("sunday comet occurs in %v", occurs)
+	}
+
+	for _, text := range []string{"comet harbour", "melanie harbour", "sunday comet"} {
+		q := memory.SearchQuery{Tenant: "t", Text: text}
+		pruned := bleveScores(t, x, q)
+		full := scoresOf(t, x, bleve.NewDisjunctionQuery(clauseOn(text, fieldText, 1), clauseOn(text, fieldName, 1), clauseOn(text, fieldWhen, 1)))
+		if len(pruned) == 0 || !proportional(full, pruned) {
+			t.Errorf("%q: scores %v, with every clause %v", text, pruned, full)
+		}
+	}
+	if hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "melanie", Mode: memory.ModeText}); len(hits) != 2 {
+		t.Errorf("melanie (name of a, text of c): %v", ids(hits))
+	}
+}
+
+func clauseOn(text, field string, boost float64) *query.MatchQuery {
+	m := bleve.NewMatchQuery(text)
+	m.SetField(field)
+	m.Analyzer = analyzerName
+	m.SetBoost(boost)
+	return m
+}
+
+func scoresOf(t *testing.T, x *Index, q query.Query) map[string]float64 {
+	t.Helper()
+	res, err := x.text.SearchInContext(context.Background(), bleve.NewSearchRequestOptions(q, 10, 0, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, h := range res.Hits {
+		out[h.ID] = h.Score
+	}
+	return out
+}
