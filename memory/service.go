@@ -67,7 +67,8 @@ type Service struct {
 	wg           sync.WaitGroup
 	compactSem   semaphore
 	embedSem     semaphore
-	queued       sync.Map // tenant\x00session -> background compaction queued
+	queued       sync.Map    // tenant\x00session -> background compaction queued
+	syncQueued   atomic.Bool // a background index catch-up is pending
 }
 
 // Open checks the embedding model, brings the index up to date with the store,

@@ -111,3 +111,17 @@ func (s *Service) syncIndex(ctx context.Context) {
 		s.Logger.Error("index update failed after a durable write; retrying in background", "err", err)
 	}
 }
+
+// syncIndexSoon brings the index up to date in the background; one pending
+// catch-up covers every change before it starts. Close waits for it.
+func (s *Service) syncIndexSoon() {
+	if !s.syncQueued.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.syncQueued.Store(false)
+		s.syncIndex(context.Background())
+	}()
+}
