@@ -64,6 +64,7 @@ type Service struct {
 	entropy      *ulid.MonotonicEntropy
 	ready        atomic.Bool
 	cancel       context.CancelFunc
+	closing      <-chan struct{} // closed when Close begins
 	wg           sync.WaitGroup
 	compactSem   semaphore
 	embedSem     semaphore
@@ -112,7 +113,7 @@ func (s *Service) Open(ctx context.Context) error {
 		return err
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.closing = cancel, loopCtx.Done()
 	s.wg.Add(1)
 	go s.maintain(loopCtx)
 	s.ready.Store(true)

@@ -1,6 +1,9 @@
 package memory
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // PutSession creates a session or changes its settings.
 func (s *Service) PutSession(ctx context.Context, id string, u SessionUpdate) (*Status, error) {
@@ -112,8 +115,14 @@ func (s *Service) syncIndex(ctx context.Context) {
 	}
 }
 
-// syncIndexSoon brings the index up to date in the background; one pending
-// catch-up covers every change before it starts. Close waits for it.
+// indexLag is how long syncIndexSoon lets changes gather: one index batch
+// for the recoveries of several context calls, instead of one small batch
+// (and the segment merges it causes) per call.
+const indexLag = 200 * time.Millisecond
+
+// syncIndexSoon brings the index up to date in the background, within
+// indexLag; one pending catch-up covers every change before it starts.
+// Close waits for it.
 func (s *Service) syncIndexSoon() {
 	if !s.syncQueued.CompareAndSwap(false, true) {
 		return
@@ -121,6 +130,10 @@ func (s *Service) syncIndexSoon() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		select {
+		case <-time.After(indexLag):
+		case <-s.closing:
+		}
 		s.syncQueued.Store(false)
 		s.syncIndex(context.Background())
 	}()

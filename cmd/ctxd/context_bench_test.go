@@ -96,6 +96,11 @@ func BenchmarkContext100kIn1kSessions(b *testing.B) {
 	}
 	var lat []time.Duration
 	cpu0 := processCPU()
+	if p := os.Getenv("CTXD_BENCH_PROFILE"); p != "" {
+		f, _ := os.Create(p)
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		s := (i * 37) % sessions
@@ -107,6 +112,9 @@ func BenchmarkContext100kIn1kSessions(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+	if os.Getenv("CTXD_BENCH_TRACE") != "" {
+		b.Logf("latencies in call order: %v", lat)
+	}
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
