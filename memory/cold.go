@@ -23,19 +23,23 @@ func (s *Service) Recover(ctx context.Context, sessionID, messageID, prompt stri
 	tenant := TenantFromContext(ctx)
 	unlock := s.lockSession(tenant, sessionID)
 	defer unlock()
-	msgs, err := s.recoverLocked(ctx, tenant, sessionID, []string{messageID}, prompt, map[string]float64{messageID: score})
+	msgs, changed, err := s.recoverLocked(ctx, tenant, sessionID, []string{messageID}, prompt, map[string]float64{messageID: score})
 	if err != nil {
 		return nil, err
+	}
+	if changed {
+		s.syncIndex(ctx)
 	}
 	return msgs[0], nil
 }
 
-// recoverLocked recovers messages in one transaction; the caller holds the
-// session's lock. Unknown ids are ENOTFOUND.
-func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, ids []string, prompt string, scores map[string]float64) ([]*Message, error) {
+// recoverLocked recovers messages in one transaction and logs them; the
+// caller holds the session's lock and brings the index up to date (changed:
+// some message left cold storage). Unknown ids are ENOTFOUND.
+func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, ids []string, prompt string, scores map[string]float64) ([]*Message, bool, error) {
 	ids, err := s.withToolGroups(ctx, tenant, sessionID, ids)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out, changed []*Message
 	now := s.Now().UTC()
@@ -58,12 +62,8 @@ func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, i
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if len(changed) == 0 {
-		return out, nil
-	}
-	s.syncIndex(ctx)
 	for _, m := range changed {
 		s.event("recoveries", map[string]any{"tenant": tenant, "session": sessionID, "chunk": m.ID,
 			"score": scores[m.ID], "prompt": truncate(prompt, maxPromptAtDrop), "tokens": m.Tokens, "at": now})
@@ -71,7 +71,7 @@ func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, i
 	// The mirror is not rewritten here: it lists what went cold since the
 	// last purge, and a recovered original is still kept, so its line stays
 	// true. Rewriting 10k chunks per recovery cost ~200 ms a context call.
-	return out, nil
+	return out, len(changed) > 0, nil
 }
 
 // withToolGroups widens ids to whole tool-call groups: a tool result comes

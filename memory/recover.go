@@ -147,25 +147,45 @@ func (b *windowBuilder) takeRecovered(limit int) {
 	}
 }
 
-// commitRecoveries moves the chosen cold messages back into the window.
+// commitRecoveries moves the chosen cold messages back into the window, best
+// first, while the window stays under the compaction trigger. The rest are
+// answer-only: sent in this window (source recovered) and logged, but left
+// cold. Moving them in too would carry the window past the trigger, and the
+// compaction that follows would drop them (or what they displaced) again:
+// measured on 10k cold messages, that churn of state changes, index updates
+// and compactions was most of a context call's cost (p50 119 ms).
 func (b *windowBuilder) commitRecoveries(ctx context.Context) error {
+	tokens := b.pol.windowTokens(b.sess)
+	budget := b.pol.Budget()
 	var ids []string
+	var answerOnly []*Message
 	scores := map[string]float64{}
-	for _, u := range b.recover {
+	for _, u := range b.recover { // best first (takeRecovered sorted them)
 		if b.chosen[u] != SourceRecovered {
 			continue
 		}
+		if !belowTrigger(budget.State(tokens+u.tokens, b.sess.ContextWindow)) {
+			answerOnly = append(answerOnly, u.msgs...)
+			continue
+		}
+		tokens += u.tokens
 		for _, m := range u.msgs {
 			ids = append(ids, m.ID)
 			scores[m.ID] = b.scores[m.ID].Total
 		}
 	}
+	b.logAnswerOnly(answerOnly)
 	if len(ids) == 0 {
 		return nil
 	}
-	recovered, err := b.s.recoverLocked(ctx, b.sess.Tenant, b.sess.ID, ids, b.req.Prompt, scores)
+	recovered, changed, err := b.s.recoverLocked(ctx, b.sess.Tenant, b.sess.ID, ids, b.req.Prompt, scores)
 	if err != nil {
 		return fmt.Errorf("recover cold messages: %w", err)
+	}
+	if changed {
+		// The store holds the truth; the index catches up off this call's
+		// latency (a search may miss the new states for a moment).
+		b.s.syncIndexSoon()
 	}
 	byID := map[string]*Message{}
 	for _, m := range recovered {
@@ -180,6 +200,19 @@ func (b *windowBuilder) commitRecoveries(ctx context.Context) error {
 	}
 	b.res.Recovered = ids
 	return nil
+}
+
+func belowTrigger(state string) bool { return state == WindowOK || state == WindowFlushDue }
+
+// logAnswerOnly logs the cold messages this window sends without moving them
+// back, so recoveries.jsonl still says what came back for which prompt.
+func (b *windowBuilder) logAnswerOnly(msgs []*Message) {
+	now := b.s.Now().UTC()
+	for _, m := range msgs {
+		b.s.event("recoveries", map[string]any{"tenant": b.sess.Tenant, "session": b.sess.ID, "chunk": m.ID,
+			"score": b.scores[m.ID].Total, "prompt": truncate(b.req.Prompt, maxPromptAtDrop), "tokens": m.Tokens,
+			"at": now, "answer_only": true})
+	}
 }
 
 // assemble lays the chosen units out in window order, system messages first.

@@ -64,10 +64,12 @@ type Service struct {
 	entropy      *ulid.MonotonicEntropy
 	ready        atomic.Bool
 	cancel       context.CancelFunc
+	closing      <-chan struct{} // closed when Close begins
 	wg           sync.WaitGroup
 	compactSem   semaphore
 	embedSem     semaphore
-	queued       sync.Map // tenant\x00session -> background compaction queued
+	queued       sync.Map    // tenant\x00session -> background compaction queued
+	syncQueued   atomic.Bool // a background index catch-up is pending
 }
 
 // Open checks the embedding model, brings the index up to date with the store,
@@ -111,7 +113,7 @@ func (s *Service) Open(ctx context.Context) error {
 		return err
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.closing = cancel, loopCtx.Done()
 	s.wg.Add(1)
 	go s.maintain(loopCtx)
 	s.ready.Store(true)

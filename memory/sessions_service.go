@@ -1,6 +1,9 @@
 package memory
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // PutSession creates a session or changes its settings.
 func (s *Service) PutSession(ctx context.Context, id string, u SessionUpdate) (*Status, error) {
@@ -110,4 +113,28 @@ func (s *Service) syncIndex(ctx context.Context) {
 	if err != nil {
 		s.Logger.Error("index update failed after a durable write; retrying in background", "err", err)
 	}
+}
+
+// indexLag is how long syncIndexSoon lets changes gather: one index batch
+// for the recoveries of several context calls, instead of one small batch
+// (and the segment merges it causes) per call.
+const indexLag = 200 * time.Millisecond
+
+// syncIndexSoon brings the index up to date in the background, within
+// indexLag; one pending catch-up covers every change before it starts.
+// Close waits for it.
+func (s *Service) syncIndexSoon() {
+	if !s.syncQueued.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-time.After(indexLag):
+		case <-s.closing:
+		}
+		s.syncQueued.Store(false)
+		s.syncIndex(context.Background())
+	}()
 }

@@ -112,9 +112,11 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if err != nil || len(res.Recovered) == 0 {
 		return res, err
 	}
-	// Recoveries grow the working window: compact against this prompt (so
-	// what was just recovered scores high). Past the hard limit, now; past
-	// the trigger, in the background, off this call's latency. The window
+	// Recoveries move in only while the window stays under the trigger
+	// (commitRecoveries), so this is a safety net for costs that disagree
+	// with the session's count: compact against this prompt (so what was
+	// just recovered scores high). Past the hard limit, now; past the
+	// trigger, in the background, off this call's latency. The window
 	// already built is unaffected.
 	if sess, err = s.Store.Session(ctx, tenant, sessionID); err == nil {
 		switch s.status(sess).State {

@@ -12,7 +12,7 @@ import (
 const (
 	streamCompaction    = "compaction"     // trigger, tokens_before, tokens_after, summaries
 	streamDrops         = "drops"          // reason: one event per message moved cold
-	streamRecoveries    = "recoveries"     // one event per recovered message
+	streamRecoveries    = "recoveries"     // one event per recovered message; answer_only: sent, left cold
 	streamPurges        = "purges"         // one event per purged message
 	streamContextHealth = "context-health" // pct_used after each write
 )
@@ -24,6 +24,7 @@ type eventMetrics struct {
 	summarized  prometheus.Counter
 	summaries   prometheus.Counter
 	recovered   prometheus.Counter
+	answerOnly  prometheus.Counter
 	purged      prometheus.Counter
 	usage       prometheus.Histogram
 }
@@ -41,12 +42,13 @@ func newEventMetrics(reg prometheus.Registerer) eventMetrics {
 		summarized: counter("compaction_summarized_messages_total", "Messages compaction replaced by a summary (kept in cold storage)."),
 		summaries:  counter("compaction_summaries_total", "Summary messages compaction wrote."),
 		recovered:  counter("recovered_messages_total", "Cold messages recovered into the window."),
+		answerOnly: counter("recovered_answer_only_total", "Cold messages sent in a context window but left cold: the window had no room for them under the compaction trigger."),
 		purged:     counter("purged_messages_total", "Cold messages purged for good after recoverable_for_days."),
 		usage: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "context_window_usage_ratio",
 			Help:    "Share of its context window a session's window uses after each write (after any compaction it triggered).",
 			Buckets: []float64{.1, .2, .3, .4, .5, .6, .7, .8, .85, .9, .95, 1}}),
 	}
-	reg.MustRegister(ev.compactions, ev.freed, ev.dropped, ev.summarized, ev.summaries, ev.recovered, ev.purged, ev.usage)
+	reg.MustRegister(ev.compactions, ev.freed, ev.dropped, ev.summarized, ev.summaries, ev.recovered, ev.answerOnly, ev.purged, ev.usage)
 	// Known label values start at 0, so a rate over them exists before the
 	// first compaction.
 	for _, t := range []string{memory.TriggerAuto, memory.TriggerHardLimit, memory.TriggerManual} {
@@ -95,6 +97,10 @@ func (m *eventMetrics) observe(stream string, ev map[string]any) {
 		}
 		m.dropped.WithLabelValues(oneOf(ev["reason"], memory.ReasonLowRelevance, memory.ReasonBudget)).Inc()
 	case streamRecoveries:
+		if ev["answer_only"] == true {
+			m.answerOnly.Inc()
+			return
+		}
 		m.recovered.Inc()
 	case streamPurges:
 		m.purged.Inc()

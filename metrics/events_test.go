@@ -37,6 +37,7 @@ func TestEventLogCountsAndPassesThrough(t *testing.T) {
 		{"drops", map[string]any{"chunk": "m3", "reason": memory.ReasonSummarized}},
 		{"drops", map[string]any{"chunk": "m4", "reason": memory.ReasonSummarized}},
 		{"recoveries", map[string]any{"chunk": "m1"}},
+		{"recoveries", map[string]any{"chunk": "m4", "answer_only": true}},
 		{"purges", map[string]any{"chunk": "m2"}},
 		{"purges", map[string]any{"chunk": "m3"}},
 		{"context-health", map[string]any{"pct_used": 0.35, "state": "ok"}},
@@ -71,6 +72,9 @@ ctxd_compaction_summaries_total 3
 # HELP ctxd_recovered_messages_total Cold messages recovered into the window.
 # TYPE ctxd_recovered_messages_total counter
 ctxd_recovered_messages_total 1
+# HELP ctxd_recovered_answer_only_total Cold messages sent in a context window but left cold: the window had no room for them under the compaction trigger.
+# TYPE ctxd_recovered_answer_only_total counter
+ctxd_recovered_answer_only_total 1
 # HELP ctxd_purged_messages_total Cold messages purged for good after recoverable_for_days.
 # TYPE ctxd_purged_messages_total counter
 ctxd_purged_messages_total 2
@@ -78,7 +82,7 @@ ctxd_purged_messages_total 2
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
 		"ctxd_compactions_total", "ctxd_compaction_freed_tokens_total", "ctxd_compaction_dropped_messages_total",
 		"ctxd_compaction_summarized_messages_total", "ctxd_compaction_summaries_total",
-		"ctxd_recovered_messages_total", "ctxd_purged_messages_total"); err != nil {
+		"ctxd_recovered_messages_total", "ctxd_recovered_answer_only_total", "ctxd_purged_messages_total"); err != nil {
 		t.Error(err)
 	}
 	usage := `
@@ -108,7 +112,7 @@ ctxd_context_window_usage_ratio_count 3
 	if err := inner.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for stream, n := range map[string]int{"compaction": 3, "drops": 4, "recoveries": 1, "purges": 2, "context-health": 3} {
+	for stream, n := range map[string]int{"compaction": 3, "drops": 4, "recoveries": 2, "purges": 2, "context-health": 3} {
 		raw, err := os.ReadFile(filepath.Join(dir, stream+".jsonl"))
 		if err != nil {
 			t.Fatal(err)

@@ -233,3 +233,68 @@ func TestContextConflictsAndHardLimit(t *testing.T) {
 		t.Fatalf("after context at the hard limit: %v", st)
 	}
 }
+
+// Recoveries move into the window only while it stays under the compaction
+// trigger; the rest are sent answer-only (logged, left cold), so a context
+// call never starts a compaction that would drop them again.
+func TestContextRecoveriesStayUnderTrigger(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/u", map[string]any{"context_window": 2000})
+	for i := 0; i < 120; i++ {
+		ts.store("u", msg([]string{"user", "assistant"}[i%2], chatter(i)))
+	}
+	answerOnly, movedIn := 0, 0
+	for i, prompt := range []string{chatter(3), chatter(40), chatter(77), chatter(101)} {
+		before := ts.mustDo(200, "GET", "/v1/sessions/u", nil)
+		body := ts.mustDo(200, "POST", "/v1/sessions/u/context", map[string]any{"prompt": prompt, "max_tokens": 900})
+		if recount(t, body["messages"].([]any), prompt) > 900 {
+			t.Fatalf("call %d: window over budget", i)
+		}
+		checkSequence(t, body["messages"].([]any))
+		moved := map[string]bool{}
+		for _, id := range toStrings(body["recovered"].([]any)) {
+			moved[id] = true
+		}
+		states := map[string]string{}
+		for _, m := range allMessages(ts, "u") {
+			states[m["id"].(string)] = m["state"].(string)
+		}
+		for _, x := range body["messages"].([]any) {
+			m := x.(map[string]any)
+			id := m["id"].(string)
+			switch {
+			case moved[id]:
+				movedIn++
+				if m["state"] != "recovered" || states[id] != "recovered" {
+					t.Fatalf("call %d: recovered %s has state %v (stored %s)", i, id, m["state"], states[id])
+				}
+			case m["source"] == "recovered":
+				answerOnly++
+				if states[id] != "dropped" && states[id] != "summarized" || m["state"] != states[id] {
+					t.Fatalf("call %d: answer-only %s has state %v (stored %s), want it cold", i, id, m["state"], states[id])
+				}
+			}
+		}
+		after := ts.mustDo(200, "GET", "/v1/sessions/u", nil)
+		if after["compactions"] != before["compactions"] {
+			t.Fatalf("call %d: the context call compacted (%v -> %v)", i, before["compactions"], after["compactions"])
+		}
+		if after["state"] == "compaction_due" || after["state"] == "over_limit" {
+			t.Fatalf("call %d: recoveries carried the window to %v (%v tokens)", i, after["state"], after["tokens"])
+		}
+	}
+	if answerOnly == 0 || movedIn == 0 {
+		t.Fatalf("setup: %d recoveries moved in, %d answer-only; want both", movedIn, answerOnly)
+	}
+	// Every recovery is logged; the answer-only ones say so.
+	logged, flagged := map[string]bool{}, 0
+	for _, e := range readEvents(t, ts.Dir+"/logs/recoveries.jsonl") {
+		logged[e["chunk"].(string)] = true
+		if e["answer_only"] == true {
+			flagged++
+		}
+	}
+	if flagged != answerOnly {
+		t.Fatalf("recoveries log flags %d answer-only lines, the answers sent %d", flagged, answerOnly)
+	}
+}

@@ -147,11 +147,17 @@ func TestMetricsEndToEnd(t *testing.T) {
 			dropped++
 		}
 	}
+	var moved float64
+	for _, r := range readEvents(t, filepath.Join(ts.Dir, "logs", "recoveries.jsonl")) {
+		if r["answer_only"] != true {
+			moved++
+		}
+	}
 	for name, want := range map[string]float64{
 		"ctxd_compactions_total":                    float64(compactions),
 		"ctxd_compaction_dropped_messages_total":    dropped,
 		"ctxd_compaction_summarized_messages_total": summarizedMsgs,
-		"ctxd_recovered_messages_total":             float64(len(readEvents(t, filepath.Join(ts.Dir, "logs", "recoveries.jsonl")))),
+		"ctxd_recovered_messages_total":             float64(moved),
 		"ctxd_context_window_usage_ratio":           float64(writes), // one context-health event per write
 	} {
 		if got := metricValue(fams, name, nil); got != want || want == 0 {
