@@ -211,7 +211,7 @@ func (s *Server) context(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := contextOut{Messages: make([]windowMessageOut, len(res.Messages)), Tokens: res.Tokens, Recovered: res.Recovered, Budget: res.Budget}
+	out := contextOut{Messages: make([]windowMessageOut, len(res.Messages)), Tokens: res.Tokens, Recovered: res.Recovered, AnswerOnly: res.AnswerOnly, Budget: res.Budget}
 	for i, m := range res.Messages {
 		out.Messages[i] = windowMessageOut{messageOut: toMessageOut(m.Message), Source: m.Source, Score: m.Score,
 			Components: m.Components, PruneLevel: m.PruneLevel}

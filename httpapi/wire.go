@@ -169,8 +169,9 @@ type windowMessageOut struct {
 }
 
 type contextOut struct {
-	Messages  []windowMessageOut   `json:"messages"`
-	Tokens    int                  `json:"tokens"`
-	Recovered []string             `json:"recovered"`
-	Budget    memory.ContextBudget `json:"budget"`
+	Messages   []windowMessageOut   `json:"messages"`
+	Tokens     int                  `json:"tokens"`
+	Recovered  []string             `json:"recovered"`
+	AnswerOnly []string             `json:"answer_only,omitempty"`
+	Budget     memory.ContextBudget `json:"budget"`
 }

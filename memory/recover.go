@@ -175,6 +175,9 @@ func (b *windowBuilder) commitRecoveries(ctx context.Context) error {
 		}
 	}
 	b.logAnswerOnly(answerOnly)
+	for _, m := range answerOnly {
+		b.res.AnswerOnly = append(b.res.AnswerOnly, m.ID)
+	}
 	if len(ids) == 0 {
 		return nil
 	}

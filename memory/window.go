@@ -54,8 +54,11 @@ type WindowMessage struct {
 type ContextResult struct {
 	Messages  []WindowMessage
 	Tokens    int
-	Recovered []string
-	Budget    ContextBudget
+	Recovered []string // moved back into the working window (state recovered)
+	// AnswerOnly are cold messages sent in this window (source recovered)
+	// but left cold: moving them in would have passed the compaction trigger.
+	AnswerOnly []string
+	Budget     ContextBudget
 }
 
 // ContextBudget reports the budget and how the levels used it.

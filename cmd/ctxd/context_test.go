@@ -270,6 +270,9 @@ func TestContextRecoveriesStayUnderTrigger(t *testing.T) {
 				}
 			case m["source"] == "recovered":
 				answerOnly++
+				if !contains(toStrings(anyList(body["answer_only"])), id) {
+					t.Fatalf("call %d: answer-only %s is not in the answer's answer_only", i, id)
+				}
 				if states[id] != "dropped" && states[id] != "summarized" || m["state"] != states[id] {
 					t.Fatalf("call %d: answer-only %s has state %v (stored %s), want it cold", i, id, m["state"], states[id])
 				}
@@ -297,4 +300,10 @@ func TestContextRecoveriesStayUnderTrigger(t *testing.T) {
 	if flagged != answerOnly {
 		t.Fatalf("recoveries log flags %d answer-only lines, the answers sent %d", flagged, answerOnly)
 	}
+}
+
+// anyList is v as a list, or none when v is absent (omitted when empty).
+func anyList(v any) []any {
+	l, _ := v.([]any)
+	return l
 }
