@@ -99,11 +99,11 @@ func (s *Service) lockSession(tenant, id string) func() {
 }
 
 func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, req CompactRequest) (*CompactionReport, error) {
-	start := time.Now()
 	if err := s.compactSem.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer s.compactSem.release()
+	start := time.Now() // after the wait: took_ms is the compaction's own time
 	sess, err := s.Store.Session(ctx, tenant, sessionID)
 	if err != nil {
 		return nil, err

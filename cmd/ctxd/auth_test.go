@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -336,4 +337,56 @@ func slowEmbeddings(t *testing.T, delay time.Duration) *httptest.Server {
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// Embedding calls are bounded across requests: 12 concurrent writes never
+// have more than --max-embeds calls at the embedding endpoint at once.
+func TestEmbeddingCallsAreBounded(t *testing.T) {
+	var calls, inFlight, peak atomic.Int64
+	fast := fakeEmbeddings(t, &calls)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(50 * time.Millisecond) // long enough for callers to pile up
+		fast.Config.Handler.ServeHTTP(w, r)
+		inFlight.Add(-1)
+	}))
+	t.Cleanup(srv.Close)
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.EmbedURL, c.EmbedDim, c.MaxEmbeds = srv.URL+"/v1", 8, 2 })
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts.store(fmt.Sprintf("s%d", i), msg("user", fmt.Sprintf("message %d to embed", i)))
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 2 || p < 1 {
+		t.Fatalf("%d embedding calls at once, want at most --max-embeds=2", p)
+	}
+	if calls.Load() < 12 {
+		t.Fatalf("%d embedding calls for 12 writes", calls.Load())
+	}
+}
+
+// Compactions are bounded across sessions: with --max-compactions 1, the
+// compaction log shows no two running at once, whatever the session.
+func TestCompactionsAreBounded(t *testing.T) {
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.MaxCompactions = 1 })
+	var wg sync.WaitGroup
+	for s := range 6 {
+		session := fmt.Sprintf("c%d", s)
+		ts.mustDo(200, "PUT", "/v1/sessions/"+session, map[string]any{"context_window": 1500})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				ts.store(session, msg("user", chatter(s*100+i)))
+			}
+		}()
+	}
+	wg.Wait()
+	checkNoOverlappingCompactions(t, ts.Dir, "")
 }
