@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ctxd/ctxd/memory"
 	"time"
 )
 
@@ -85,8 +84,29 @@ type contextWire struct {
 	} `json:"budget"`
 }
 
-// compactionWire is the compaction report as the server sends it.
-type compactionWire = memory.CompactionReport
+type compactionWire struct {
+	Trigger       string   `json:"trigger"`
+	DryRun        bool     `json:"dry_run"`
+	TokensBefore  int      `json:"tokens_before"`
+	TokensAfter   int      `json:"tokens_after"`
+	Target        int      `json:"target"`
+	Dropped       []string `json:"dropped"`
+	Summarized    []string `json:"summarized"`
+	Summaries     []string `json:"summaries"`
+	Pruned        []string `json:"pruned"`
+	ProtectedOnly bool     `json:"protected_only"`
+	SummaryMethod string   `json:"summary_method"`
+	Notes         []string `json:"notes"`
+	TookMS        float64  `json:"took_ms"`
+	Error         string   `json:"error"`
+	Scores        []struct {
+		ID       string  `json:"id"`
+		Tokens   int     `json:"tokens"`
+		Decision string  `json:"decision"`
+		Reason   string  `json:"reason"`
+		Score    float64 `json:"score"`
+	} `json:"scores"`
+}
 
 // decodeAll decodes each item of a listing.
 func decodeAll[T any](raw []json.RawMessage) ([]T, error) {
