@@ -172,35 +172,6 @@ func (s *Store) Sessions() ([]SessionRef, error) {
 	return out, nil
 }
 
-// Size is the bytes the store's files take, temporary files included.
-func (s *Store) Size() (int64, error) {
-	var total int64
-	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // removed while we walked
-		}
-		if err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		fi, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		total += fi.Size()
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("size of cold store %s: %w", s.dir, err)
-	}
-	return total, nil
-}
-
 // keyedMutex is a mutex per key (a session's path), forgotten when no one
 // holds or waits for it, so the map does not grow with every session ever seen.
 type keyedMutex struct {

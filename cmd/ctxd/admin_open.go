@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"github.com/ctxd/ctxd/coldstore"
 	"github.com/ctxd/ctxd/index"
@@ -16,9 +15,6 @@ import (
 )
 
 // The pieces of a data dir, by path. serve.go opens the same paths.
-func storePath(dataDir string) string { return filepath.Join(dataDir, "ctxd.db") }
-func indexPath(dataDir string) string { return filepath.Join(dataDir, "index") }
-func coldPath(dataDir string) string  { return filepath.Join(dataDir, "cold") }
 
 // indexUse says how an admin verb wants the full-text index.
 type indexUse int

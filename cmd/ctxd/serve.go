@@ -11,7 +11,6 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -115,7 +114,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		}
 	}()
 	cfg := m.Config
-	if m.Store, err = boltstore.Open(filepath.Join(cfg.DataDir, "ctxd.db"), false); err != nil {
+	if m.Store, err = boltstore.Open(storePath(cfg.DataDir), false); err != nil {
 		return err
 	}
 	if err := m.Store.ReserveDisk(cfg.DiskReserve, cfg.DiskReservePct); err != nil {
@@ -126,17 +125,17 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		return err
 	}
 	emb = m.instrument(emb)
-	if m.Index, err = openIndex(m.Logger, filepath.Join(cfg.DataDir, "index"), m.indexOptions(), m.Store); err != nil {
+	if m.Index, err = openIndex(m.Logger, indexPath(cfg.DataDir), m.indexOptions(), m.Store); err != nil {
 		return err
 	}
 	tok := tokenizer.New()
 	if err := tok.Warm(cfg.Encoding); err != nil {
 		return err
 	}
-	if m.Events, err = eventlog.Open(filepath.Join(cfg.DataDir, "logs"), eventlog.Options{}); err != nil {
+	if m.Events, err = eventlog.Open(logsPath(cfg.DataDir), eventlog.Options{}); err != nil {
 		return err
 	}
-	cold, err := coldstore.Open(filepath.Join(cfg.DataDir, "cold"))
+	cold, err := coldstore.Open(coldPath(cfg.DataDir))
 	if err != nil {
 		return err
 	}

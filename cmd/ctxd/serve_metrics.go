@@ -1,8 +1,6 @@
 package main
 
 import (
-	"path/filepath"
-
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/metrics"
 	"github.com/labstack/echo/v4"
@@ -29,11 +27,11 @@ func (m *Main) serveMetrics() {
 	}
 	dir := m.Config.DataDir
 	m.Metrics.WatchSizes(metrics.Sizes{
-		StoreBytes:    metrics.FileBytes(filepath.Join(dir, "ctxd.db")),
-		IndexBytes:    metrics.DirBytes(filepath.Join(dir, "index"), 0),
+		StoreBytes:    metrics.FileBytes(storePath(dir)),
+		IndexBytes:    metrics.DirBytes(indexPath(dir), 0),
 		IndexCounts:   m.Index.Count,
-		ColdBytes:     metrics.DirBytes(filepath.Join(dir, "cold"), 0),
-		EventLogBytes: metrics.DirBytes(filepath.Join(dir, "logs"), 0),
+		ColdBytes:     metrics.DirBytes(coldPath(dir), 0),
+		EventLogBytes: metrics.DirBytes(logsPath(dir), 0),
 	})
 	e := m.HTTP.Echo()
 	m.Metrics.Instrument(e)
