@@ -22,6 +22,9 @@ func TestCommonTermsArePruned(t *testing.T) {
 		if i%50 == 0 {
 			content += " walrus"
 		}
+		if i%10 == 0 {
+			content += " gull" // in 10% of documents: not common enough to prune
+		}
 		batch = append(batch, msg("t", "s", fmt.Sprintf("m%03d", i), content, 0))
 	}
 	batch[7].Content += " zeppelin"
@@ -33,6 +36,9 @@ func TestCommonTermsArePruned(t *testing.T) {
 	}
 	if got := x.withoutCommonTerms(ctx, "weather harbour walrus"); got != "walrus" {
 		t.Fatalf("pruned query = %q", got)
+	}
+	if got := x.withoutCommonTerms(ctx, "weather gull zeppelin"); got != "gull zeppelin" {
+		t.Fatalf("pruned query = %q, want the words in under a fifth of the documents", got)
 	}
 	if got := x.withoutCommonTerms(ctx, "zeppelin walrus"); got != "zeppelin walrus" {
 		t.Fatalf("a query of rare words changed: %q", got)

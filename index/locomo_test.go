@@ -99,6 +99,16 @@ func TestLoCoMoHybrid(t *testing.T) {
 		loadLoCoMo(t, x, turns, vecs)
 		t.Logf("%-14s R@10:%s", v.name, evalLoCoMo(t, x, questions, v.mode, qvecs))
 	}
+	// What leaving common terms out of the text clause costs (LoCoMo's
+	// ~1,300 turns are below commonTermMinDocs, so it is forced here).
+	old := commonTermMinDocs
+	commonTermMinDocs = 0
+	defer func() { commonTermMinDocs = old }()
+	{
+		x := openTest(t, Options{})
+		loadLoCoMo(t, x, turns, vecs)
+		t.Logf("pruned %.2f    R@10:%s", commonTermShare, evalLoCoMo(t, x, questions, memory.ModeHybrid, qvecs))
+	}
 }
 
 func loadLoCoMo(t *testing.T, x *Index, turns []locomoTurn, vecs [][]float32) {
