@@ -159,6 +159,11 @@ func TestFilters(t *testing.T) {
 			check("state none", qst, nil)
 			qst.States = []memory.State{memory.StateDropped, memory.StateActive}
 			check("states", qst, all)
+			qi := q
+			qi.IDs = []string{"a2", "b3", "nope"}
+			check("ids", qi, []string{"a2", "b3"})
+			qi.Sessions = []string{"b"}
+			check("ids in session b", qi, []string{"b3"})
 		})
 	}
 }

@@ -217,6 +217,9 @@ func filterQueries(q *memory.SearchQuery, byTenant bool) []query.Query {
 	if dq := dateFilter(q.Since, q.Until); dq != nil {
 		fs = append(fs, dq)
 	}
+	if len(q.IDs) > 0 {
+		fs = append(fs, bleve.NewDocIDQuery(q.IDs))
+	}
 	for i, f := range fs {
 		fs[i] = unscored{f}
 	}

@@ -465,7 +465,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 		// per row that passes: a row costs ~10 ns in assembly.
 		dotRows(qv, c.vecs, scores)
 		for i, s := range scores {
-			if f == nil || f.keep(c.states[i], c.times[i]) {
+			if f == nil || f.keep(c.ids[i], c.states[i], c.times[i]) {
 				h.offer(c.ids[i], session, float64(s), n)
 			}
 		}
@@ -485,7 +485,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 				continue // cannot beat the worst kept
 			}
 		}
-		if f != nil && !f.keep(c.states[i], c.times[i]) {
+		if f != nil && !f.keep(c.ids[i], c.states[i], c.times[i]) {
 			continue
 		}
 		dotRows(qv, c.vecs[i*dim:(i+1)*dim], exact[:])
@@ -549,14 +549,21 @@ func (h minHeap) down(i int) {
 type vectorFilter struct {
 	states       []memory.State
 	since, until int64
+	ids          map[string]bool // nil: any
 }
 
 // newVectorFilter returns nil when q filters nothing.
 func newVectorFilter(q *memory.SearchQuery) *vectorFilter {
-	if len(q.States) == 0 && q.Since.IsZero() && q.Until.IsZero() {
+	if len(q.States) == 0 && q.Since.IsZero() && q.Until.IsZero() && len(q.IDs) == 0 {
 		return nil
 	}
 	f := &vectorFilter{states: q.States, since: math.MinInt64, until: math.MaxInt64}
+	if len(q.IDs) > 0 {
+		f.ids = make(map[string]bool, len(q.IDs))
+		for _, id := range q.IDs {
+			f.ids[id] = true
+		}
+	}
 	if !q.Since.IsZero() {
 		f.since = unixNano(q.Since)
 	}
@@ -566,8 +573,8 @@ func newVectorFilter(q *memory.SearchQuery) *vectorFilter {
 	return f
 }
 
-func (f *vectorFilter) keep(s memory.State, t int64) bool {
-	return t >= f.since && t <= f.until && (len(f.states) == 0 || slices.Contains(f.states, s))
+func (f *vectorFilter) keep(id string, s memory.State, t int64) bool {
+	return t >= f.since && t <= f.until && (len(f.states) == 0 || slices.Contains(f.states, s)) && (f.ids == nil || f.ids[id])
 }
 
 // unixNano is t.UnixNano clamped to int64: UnixNano is undefined before 1678

@@ -109,7 +109,7 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 		return nil, err
 	}
 	pol := s.policy(sess)
-	window, err := s.Store.Messages(ctx, tenant, sessionID, MessageQuery{States: []State{StateActive, StateRecovered}})
+	window, err := s.Store.Messages(ctx, tenant, sessionID, MessageQuery{States: []State{StateActive, StateRecovered}, Vectors: true})
 	if err != nil {
 		return nil, err
 	}
@@ -454,7 +454,7 @@ func (s *Service) scoreUnits(ctx context.Context, sess *Session, prompt string, 
 			cands = append(cands, u.msgs...)
 		}
 	}
-	scores, err := s.scoreMessages(ctx, sess, prompt, qvec, cands, window, []State{StateActive, StateRecovered})
+	scores, err := s.scoreMessages(ctx, sess, prompt, qvec, cands, window)
 	if err != nil {
 		return nil, err
 	}

@@ -258,17 +258,27 @@ func (b *windowBuilder) assemble() *ContextResult {
 func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 
 // scoreMessages scores cands against the prompt: full-text scores from the
-// index (restricted to states), cosine from the stored vectors, recency and
+// index, cosine from their vectors (cands must carry them), recency and
 // references from their place among docs (in window order).
-func (s *Service) scoreMessages(ctx context.Context, sess *Session, prompt string, qvec []float32, cands, docs []*Message, states []State) (map[string]scoring.Score, error) {
+//
+// The full-text search is restricted to the candidates by id, not by state:
+// the index learns of recoveries a moment after the store (syncIndexSoon), and
+// a state filter made a message recovered by the previous call invisible to
+// this one's scoring. On LoCoMo the evidence a question had recovered earlier
+// then lost its place in the window to turns that merely were recent.
+func (s *Service) scoreMessages(ctx context.Context, sess *Session, prompt string, qvec []float32, cands, docs []*Message) (map[string]scoring.Score, error) {
 	out := map[string]scoring.Score{}
 	if len(cands) == 0 {
 		return out, nil
 	}
 	bm25 := map[string]float64{}
 	if qvec != nil {
+		ids := make([]string, len(cands))
+		for i, m := range cands {
+			ids[i] = m.ID
+		}
 		hits, err := s.Index.Search(ctx, SearchQuery{Tenant: sess.Tenant, Text: prompt, Sessions: []string{sess.ID},
-			States: states, K: min(max(len(cands), 1), 1000), Mode: ModeText})
+			IDs: ids, K: min(len(cands), 1000), Mode: ModeText})
 		if err != nil {
 			return nil, fmt.Errorf("score by full text: %w", err)
 		}

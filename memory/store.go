@@ -71,6 +71,8 @@ type MessageQuery struct {
 	States   []State // empty: all states
 	AfterSeq uint64  // only messages with Seq > AfterSeq
 	Limit    int     // 0: no limit
+	// Vectors loads each message's embedding too (Message.Vector).
+	Vectors bool
 }
 
 // Matches reports whether m passes the state filter.
@@ -148,6 +150,7 @@ type SearchQuery struct {
 	Vector    []float32
 	Sessions  []string // empty: every session of the tenant
 	States    []State  // empty: every state
+	IDs       []string // empty: any document; else only these
 	Since     time.Time
 	Until     time.Time
 	K         int

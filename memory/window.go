@@ -184,7 +184,7 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 	b := &windowBuilder{s: s, sess: sess, pol: pol, req: req, chosen: map[*unit]string{}, scores: map[string]scoring.Score{},
 		res: &ContextResult{Recovered: []string{}, Budget: ContextBudget{MaxTokens: req.MaxTokens, Levels: map[string]int{}}}}
 	var err error
-	if b.window, err = s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{States: []State{StateActive, StateRecovered}}); err != nil {
+	if b.window, err = s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{States: []State{StateActive, StateRecovered}, Vectors: true}); err != nil {
 		return nil, err
 	}
 	sort.SliceStable(b.window, func(i, j int) bool { return b.window[i].Position() < b.window[j].Position() })
@@ -313,7 +313,7 @@ func (b *windowBuilder) takeAllIfFits() bool {
 
 // scoreWindow scores the window's units against the prompt.
 func (b *windowBuilder) scoreWindow(ctx context.Context) error {
-	scores, err := b.s.scoreMessages(ctx, b.sess, b.req.Prompt, b.qvec, b.window, b.window, []State{StateActive, StateRecovered})
+	scores, err := b.s.scoreMessages(ctx, b.sess, b.req.Prompt, b.qvec, b.window, b.window)
 	if err != nil {
 		return err
 	}

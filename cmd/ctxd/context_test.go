@@ -307,3 +307,61 @@ func anyList(v any) []any {
 	l, _ := v.([]any)
 	return l
 }
+
+// A turn recovered by one call is scored by the next at once, by its words
+// and its vector: the index learns of the recovery a moment later, and the
+// window's scoring must not wait for it (nor score the window by words only).
+func TestContextScoresRecoveredTurnsAtOnce(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/r", map[string]any{"context_window": 2000})
+	fact := ts.store("r", msg("user", "hi there"), msg("user", "By the way, the office wifi password is walrus-4417."),
+		msg("assistant", "Got it, I will remember the wifi password."))
+	for i := 0; i < 80; i++ {
+		ts.store("r", msg([]string{"user", "assistant"}[i%2], chatter(i)))
+	}
+	prompt := "what is the office wifi password?"
+	first := ts.mustDo(200, "POST", "/v1/sessions/r/context", map[string]any{"prompt": prompt, "max_tokens": 800})
+	if !contains(toStrings(first["recovered"].([]any)), fact[1]) {
+		t.Fatalf("setup: the fact was not moved back in: %v", first["recovered"])
+	}
+	second := ts.mustDo(200, "POST", "/v1/sessions/r/context?explain=true", map[string]any{"prompt": prompt, "max_tokens": 800})
+	var got map[string]any
+	for _, x := range second["messages"].([]any) {
+		if m := x.(map[string]any); m["id"] == fact[1] {
+			got = m
+		}
+	}
+	if got == nil {
+		t.Fatal("the recovered fact left the window on the next call")
+	}
+	c := got["components"].(map[string]any)
+	if got["source"] != "working" || c["similarity"].(float64) < 0.5 {
+		t.Fatalf("recovered fact on the next call: source %v, components %v; want working with a high similarity", got["source"], c)
+	}
+}
+
+// With no word of the prompt in the window, the window is still ranked by
+// meaning: the vector side of similarity is the messages' stored vectors.
+func TestContextRanksWindowByMeaning(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/v", map[string]any{"context_window": 100_000, "keep_recent": 1})
+	pet := ts.store("v", msg("user", "My puppy chewed through the sofa cushions while I was out."))
+	for i := 0; i < 30; i++ {
+		ts.store("v", msg([]string{"user", "assistant"}[i%2], chatter(i)))
+	}
+	prompt := "my dog wrecked the couch"
+	body := ts.mustDo(200, "POST", "/v1/sessions/v/context?explain=true", map[string]any{"prompt": prompt, "max_tokens": 100})
+	var sims []float64
+	found := false
+	for _, x := range body["messages"].([]any) {
+		m := x.(map[string]any)
+		if m["source"] == "recent" {
+			continue
+		}
+		sims = append(sims, m["components"].(map[string]any)["similarity"].(float64))
+		found = found || m["id"] == pet[0]
+	}
+	if !found {
+		t.Fatalf("the turn about a puppy was not chosen for %q (similarities of those chosen: %v)", prompt, sims)
+	}
+}

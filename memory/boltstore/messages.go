@@ -88,7 +88,7 @@ func (s *Store) Messages(ctx context.Context, tenant, sessionID string, q memory
 			return err
 		}
 		var err error
-		out, err = listMessages(tx, tenant, sessionID, q, false)
+		out, err = listMessages(tx, tenant, sessionID, q, q.Vectors)
 		return err
 	})
 	return out, err
