@@ -156,14 +156,21 @@ func TestContextExactBudgetAndValidSequence(t *testing.T) {
 	}
 }
 
-func TestContextRecoversRelevantColdTurns(t *testing.T) {
-	ts := startServer(t, t.TempDir())
-	ts.mustDo(200, "PUT", "/v1/sessions/r", map[string]any{"context_window": 2000})
-	fact := ts.store("r", msg("user", "hi there"), msg("user", "By the way, the office wifi password is walrus-4417."),
+// storeBuriedFact stores a fact (the wifi password, ids[1]) and then enough
+// chatter in a 2,000-token session for compaction to take the fact cold.
+func storeBuriedFact(ts *testServer, session string) []string {
+	ts.mustDo(200, "PUT", "/v1/sessions/"+session, map[string]any{"context_window": 2000})
+	ids := ts.store(session, msg("user", "hi there"), msg("user", "By the way, the office wifi password is walrus-4417."),
 		msg("assistant", "Got it, I will remember the wifi password."))
 	for i := 0; i < 80; i++ {
-		ts.store("r", msg([]string{"user", "assistant"}[i%2], chatter(i)))
+		ts.store(session, msg([]string{"user", "assistant"}[i%2], chatter(i)))
 	}
+	return ids
+}
+
+func TestContextRecoversRelevantColdTurns(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	fact := storeBuriedFact(ts, "r")
 	var state string
 	for _, m := range allMessages(ts, "r") {
 		if m["id"] == fact[1] {
@@ -313,12 +320,7 @@ func anyList(v any) []any {
 // window's scoring must not wait for it (nor score the window by words only).
 func TestContextScoresRecoveredTurnsAtOnce(t *testing.T) {
 	ts := startServer(t, t.TempDir())
-	ts.mustDo(200, "PUT", "/v1/sessions/r", map[string]any{"context_window": 2000})
-	fact := ts.store("r", msg("user", "hi there"), msg("user", "By the way, the office wifi password is walrus-4417."),
-		msg("assistant", "Got it, I will remember the wifi password."))
-	for i := 0; i < 80; i++ {
-		ts.store("r", msg([]string{"user", "assistant"}[i%2], chatter(i)))
-	}
+	fact := storeBuriedFact(ts, "r")
 	prompt := "what is the office wifi password?"
 	first := ts.mustDo(200, "POST", "/v1/sessions/r/context", map[string]any{"prompt": prompt, "max_tokens": 800})
 	if !contains(toStrings(first["recovered"].([]any)), fact[1]) {
