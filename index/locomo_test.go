@@ -94,6 +94,22 @@ func TestLoCoMoHybrid(t *testing.T) {
 		{"rrf k=10", memory.ModeHybrid, Options{Fusion: FusionRRF, RRFK: 10}},
 		{"rrf k=60", memory.ModeHybrid, Options{Fusion: FusionRRF, RRFK: 60}},
 	}
+	// Expansion (see Options.Expander): GloVe neighbours at cosine >= 0.6
+	// (0.5 measured the same, 0.7 lower).
+	expander := func(word string) []string {
+		var out []string
+		for _, nb := range model.Neighbours(word, expansionsPerWord, 0.6) {
+			out = append(out, nb.Word)
+		}
+		return out
+	}
+	for _, w := range []float64{0.3, 0.5} {
+		variants = append(variants, struct {
+			name string
+			mode string
+			opts Options
+		}{fmt.Sprintf("expansion %.1f", w), memory.ModeHybrid, Options{Expander: expander, ExpansionWeight: w}})
+	}
 	for _, v := range variants {
 		x := openTest(t, v.opts)
 		loadLoCoMo(t, x, turns, vecs)

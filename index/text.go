@@ -296,6 +296,9 @@ func (x *Index) textQuery(text string) query.Query {
 		return m
 	}
 	qs := []query.Query{clause(fieldText, 1)}
+	if eq := x.expansionQuery(text); eq != nil {
+		qs = append(qs, eq)
+	}
 	if x.opts.NameBoost > 0 || x.opts.WhenBoost > 0 {
 		occurs := x.fieldsWithAny(text, fieldName, fieldWhen)
 		if x.opts.NameBoost > 0 && occurs[fieldName] {

@@ -69,8 +69,10 @@ func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, pro
 
 func (d *dataDir) openIndex(cfg Config, use indexUse) error {
 	dir := indexPath(cfg.DataDir)
-	opts := index.Options{Fusion: cfg.Fusion, VectorWeight: cfg.VectorWeight}
-	var err error
+	opts, err := indexOptions(cfg)
+	if err != nil {
+		return err
+	}
 	switch use {
 	case indexNone:
 		return nil

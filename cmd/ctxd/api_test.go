@@ -270,3 +270,19 @@ func TestLaggingIndexCatchesUp(t *testing.T) {
 	}
 	ts.mustDo(200, "GET", "/readyz", nil)
 }
+
+// With --expansion-weight, full-text search also finds a word's neighbours
+// in the embedded GloVe model ("automobile" finds a car).
+func TestSearchQueryExpansion(t *testing.T) {
+	search := func(ts *testServer) []any {
+		return ts.mustDo(200, "POST", "/v1/search", map[string]any{"query": "automobile", "mode": "text"})["results"].([]any)
+	}
+	for _, w := range []float64{0, 0.5} {
+		ts := startServer(t, t.TempDir(), func(c *Config) { c.ExpansionWeight = w })
+		ts.mustDo(200, "PUT", "/v1/sessions/e", map[string]any{})
+		ts.store("e", msg("user", "my car broke down on the motorway"), msg("user", "we had soup for lunch"))
+		if got := len(search(ts)); (w > 0) != (got == 1) || got > 1 {
+			t.Errorf("expansion weight %v: %d results for a car question", w, got)
+		}
+	}
+}

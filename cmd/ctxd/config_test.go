@@ -58,4 +58,9 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "log-format") {
 		t.Errorf("Validate = %v", err)
 	}
+	cfg = testConfig(dir)
+	cfg.ExpansionWeight = -1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "expansion-weight") {
+		t.Errorf("Validate with a negative expansion weight = %v", err)
+	}
 }

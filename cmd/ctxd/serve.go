@@ -125,7 +125,11 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		return err
 	}
 	emb = m.instrument(emb)
-	if m.Index, err = openIndex(m.Logger, indexPath(cfg.DataDir), m.indexOptions(), m.Store); err != nil {
+	iopts, err := indexOptions(cfg)
+	if err != nil {
+		return err
+	}
+	if m.Index, err = openIndex(m.Logger, indexPath(cfg.DataDir), iopts, m.Store); err != nil {
 		return err
 	}
 	tok := tokenizer.New()
@@ -208,10 +212,33 @@ func (m *Main) openSummarizer(tok memory.Tokenizer, emb memory.Embedder) (memory
 		APIKey: key, Timeout: m.Config.SummaryTimeout}, tok, extractive)
 }
 
-func (m *Main) indexOptions() index.Options {
-	o := index.Options{Fusion: m.Config.Fusion, VectorWeight: m.Config.VectorWeight}
-	return o
+// indexOptions are the index settings of cfg. Query expansion uses the
+// embedded GloVe model whatever the embedder: it proposes words, not vectors.
+func indexOptions(cfg Config) (index.Options, error) {
+	o := index.Options{Fusion: cfg.Fusion, VectorWeight: cfg.VectorWeight, ExpansionWeight: cfg.ExpansionWeight}
+	if cfg.ExpansionWeight <= 0 {
+		return o, nil
+	}
+	model, err := glove.Default()
+	if err != nil {
+		return o, fmt.Errorf("query expansion: %w", err)
+	}
+	o.Expander = func(word string) []string {
+		var out []string
+		for _, nb := range model.Neighbours(word, expansionNeighbours, expansionMinCos) {
+			out = append(out, nb.Word)
+		}
+		return out
+	}
+	return o, nil
 }
+
+// Query expansion: a query word's nearest GloVe words, at cosine 0.6 or
+// more (0.5 measured the same on LoCoMo, 0.7 below).
+const (
+	expansionNeighbours = 5
+	expansionMinCos     = 0.6
+)
 
 // openIndex opens the full-text index; one that cannot be opened, or that is
 // ahead of the store (it belongs to another store), is moved aside and

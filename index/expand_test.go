@@ -1,0 +1,49 @@
+package index
+
+import (
+	"testing"
+
+	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+// Expansion finds a document by a neighbour of a query word, below the
+// documents that have the word itself, and only when it is switched on.
+func TestQueryExpansion(t *testing.T) {
+	neighbours := map[string][]string{"automobile": {"cars", "car", "vehicle"}, "car": {"cars", "automobile"}}
+	expander := func(word string) []string { return neighbours[word] }
+	docs := []*memory.Message{
+		msg("t", "s", "m1", "my car broke down on the motorway", 0),
+		msg("t", "s", "m2", "the automobile museum opens on sunday", 0),
+		msg("t", "s", "m3", "we had soup for lunch", 0),
+	}
+	search := func(x *Index, text string) []string {
+		return ids(mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: text, Mode: memory.ModeText, K: 10}))
+	}
+
+	off := openTest(t, Options{Expander: expander})
+	mustApply(t, off, memory.IndexBatch{Upserts: docs, Watermark: 1})
+	if got := search(off, "automobile"); len(got) != 1 || got[0] != "m2" {
+		t.Fatalf("without a weight, expansion is off: got %v", got)
+	}
+
+	on := openTest(t, Options{Expander: expander, ExpansionWeight: 0.3})
+	mustApply(t, on, memory.IndexBatch{Upserts: docs, Watermark: 1})
+	if got := search(on, "automobile"); len(got) != 2 || got[0] != "m2" || got[1] != "m1" {
+		t.Fatalf("expanded search = %v, want the word's own document first, then its neighbour's", got)
+	}
+	// "cars" and "car" are one term: the query gets it once, and a query
+	// word's own term is never added as its neighbour.
+	for word, want := range map[string]string{"automobile": "cars vehicle", "car": "automobile"} {
+		if q, ok := on.expansionQuery(word).(*query.MatchQuery); !ok || q.Match != want {
+			t.Errorf("expansion of %q = %#v, want a match of %q", word, on.expansionQuery(word), want)
+		}
+	}
+	if q := on.expansionQuery("soup"); q != nil {
+		t.Fatalf("a word with no neighbours got an expansion clause: %v", q)
+	}
+	if _, err := Open(t.TempDir(), Options{ExpansionWeight: -1}); err == nil {
+		t.Fatal("a negative expansion weight was accepted")
+	}
+}
