@@ -44,7 +44,7 @@ type Params struct {
 // DefaultParams are provisional; see the package documentation.
 var DefaultParams = Params{
 	Weights:       Weights{Similarity: 0.45, Recency: 0.25, References: 0.20, Importance: 0.10},
-	VectorWeight:  0.4,
+	VectorWeight:  0.2,
 	HalfLifeTurns: 24,
 }
 

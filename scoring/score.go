@@ -3,7 +3,6 @@ package scoring
 import (
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"time"
 )
@@ -96,9 +95,6 @@ func similarity(cands []Candidate, vectorWeight float64) []float64 {
 	cos := normalize(cands, func(c *Candidate) float64 { return min(max(finite(c.Cosine), 0), 1) })
 	out := make([]float64, len(cands))
 	wv := vectorWeight
-	if v := os.Getenv("CTXD_VW"); v != "" {
-		fmt.Sscanf(v, "%g", &wv)
-	}
 	switch {
 	case bm == nil && cos == nil:
 		return out
@@ -110,9 +106,6 @@ func similarity(cands []Candidate, vectorWeight float64) []float64 {
 	for i := range out {
 		var s float64
 		if bm != nil {
-			if os.Getenv("CTXD_X") == "sqrt" {
-				bm[i] = math.Sqrt(bm[i])
-			}
 			s += (1 - wv) * bm[i]
 		}
 		if cos != nil {
