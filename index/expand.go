@@ -1,7 +1,6 @@
 package index
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/blevesearch/bleve/v2"
@@ -20,41 +19,10 @@ const (
 	maxExpansions     = 20
 )
 
-// expansionQuery is a clause matching the neighbours of text's words in the
-// message text, at boost ExpansionWeight, or nil when there are none. Words
-// are looked up as written (lower-cased by the expander), but only those
-// the analyzer keeps: stopwords have no useful neighbours. A neighbour that
-// analyses to a term of the query itself adds nothing and is left out.
+// expansionQuery is a clause matching the expansion words of text in the
+// message text at boost ExpansionWeight, or nil when there are none.
 func (x *Index) expansionQuery(text string) query.Query {
-	if x.opts.Expander == nil || x.opts.ExpansionWeight <= 0 {
-		return nil
-	}
-	an := x.text.Mapping().AnalyzerNamed(analyzerName)
-	if an == nil {
-		return nil
-	}
-	var own []string
-	for _, tok := range an.Analyze([]byte(text)) {
-		own = append(own, string(tok.Term))
-	}
-	var words []string
-	seen := map[string]bool{}
-	for _, tok := range an.Analyze([]byte(text)) {
-		word := text[tok.Start:tok.End]
-		added := 0
-		for _, nb := range x.opts.Expander(word) {
-			if len(words) == maxExpansions || added == expansionsPerWord {
-				break
-			}
-			terms := an.Analyze([]byte(nb))
-			if len(terms) != 1 || seen[string(terms[0].Term)] || slices.Contains(own, string(terms[0].Term)) {
-				continue
-			}
-			seen[string(terms[0].Term)] = true
-			words = append(words, nb)
-			added++
-		}
-	}
+	words := x.expansionWords(text)
 	if len(words) == 0 {
 		return nil
 	}
@@ -63,4 +31,41 @@ func (x *Index) expansionQuery(text string) query.Query {
 	m.Analyzer = analyzerName
 	m.SetBoost(x.opts.ExpansionWeight)
 	return m
+}
+
+// expansionWords are the neighbours of text's words, when expansion is on.
+// Words are looked up as written (lower-cased by the expander), but only
+// those the analyzer keeps: stopwords have no useful neighbours. A neighbour
+// that analyses to a term of the query itself, or of an earlier neighbour,
+// adds nothing and is left out.
+func (x *Index) expansionWords(text string) []string {
+	if x.opts.Expander == nil || x.opts.ExpansionWeight <= 0 {
+		return nil
+	}
+	an := x.text.Mapping().AnalyzerNamed(analyzerName)
+	if an == nil {
+		return nil
+	}
+	toks := an.Analyze([]byte(text))
+	seen := map[string]bool{}
+	for _, tok := range toks {
+		seen[string(tok.Term)] = true
+	}
+	var words []string
+	for _, tok := range toks {
+		added := 0
+		for _, nb := range x.opts.Expander(text[tok.Start:tok.End]) {
+			if len(words) == maxExpansions || added == expansionsPerWord {
+				break
+			}
+			terms := an.Analyze([]byte(nb))
+			if len(terms) != 1 || seen[string(terms[0].Term)] {
+				continue
+			}
+			seen[string(terms[0].Term)] = true
+			words = append(words, nb)
+			added++
+		}
+	}
+	return words
 }

@@ -9,7 +9,8 @@ import (
 )
 
 // Expansion finds a document by a neighbour of a query word, below the
-// documents that have the word itself, and only when it is switched on.
+// documents that have the word itself, only when it is switched on and only
+// in hybrid mode.
 func TestQueryExpansion(t *testing.T) {
 	neighbours := map[string][]string{"automobile": {"cars", "car", "vehicle"}, "car": {"cars", "automobile"}}
 	expander := func(word string) []string { return neighbours[word] }
@@ -19,7 +20,7 @@ func TestQueryExpansion(t *testing.T) {
 		msg("t", "s", "m3", "we had soup for lunch", 0),
 	}
 	search := func(x *Index, text string) []string {
-		return ids(mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: text, Mode: memory.ModeText, K: 10}))
+		return ids(mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: text, Mode: memory.ModeHybrid, K: 10}))
 	}
 
 	off := openTest(t, Options{Expander: expander})
@@ -32,6 +33,11 @@ func TestQueryExpansion(t *testing.T) {
 	mustApply(t, on, memory.IndexBatch{Upserts: docs, Watermark: 1})
 	if got := search(on, "automobile"); len(got) != 2 || got[0] != "m2" || got[1] != "m1" {
 		t.Fatalf("expanded search = %v, want the word's own document first, then its neighbour's", got)
+	}
+	// Text mode is the literal match: no expansion.
+	literal := ids(mustSearch(t, on, memory.SearchQuery{Tenant: "t", Text: "automobile", Mode: memory.ModeText, K: 10}))
+	if len(literal) != 1 || literal[0] != "m2" {
+		t.Fatalf("text mode expanded: %v", literal)
 	}
 	// "cars" and "car" are one term: the query gets it once, and a query
 	// word's own term is never added as its neighbour.

@@ -89,7 +89,13 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	if len(cs) > k {
 		cs = cs[:k]
 	}
-	return x.hits(cs, q.Highlight, text)
+	marked := text // the words a snippet marks: with their expansions in hybrid mode
+	if q.Highlight && q.Mode != memory.ModeText {
+		if words := x.expansionWords(text); len(words) > 0 {
+			marked += " " + strings.Join(words, " ")
+		}
+	}
+	return x.hits(cs, q.Highlight, marked)
 }
 
 // hits turns the final candidates into memory.Hits, loading from Bleve what

@@ -254,10 +254,13 @@ func dateFilter(since, until time.Time) query.Query {
 // restricted to q's tenant (if byTenant), sessions, states and times.
 func (x *Index) scopedQuery(q *memory.SearchQuery, text string, byTenant bool) query.Query {
 	fs := filterQueries(q, byTenant)
+	// Text mode is the literal full-text match; hybrid adds what is near in
+	// meaning: the vector side and the expansion words.
+	tq := x.textQuery(text, q.Mode != memory.ModeText)
 	if len(fs) == 0 {
-		return x.textQuery(text)
+		return tq
 	}
-	return bleve.NewConjunctionQuery(append([]query.Query{x.textQuery(text)}, fs...)...)
+	return bleve.NewConjunctionQuery(append([]query.Query{tq}, fs...)...)
 }
 
 // unscored runs a filter without scores or term vectors. Inside a
@@ -287,7 +290,7 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 // common word at 100k). Bleve's coordination factor divides by the number of
 // clauses, so leaving one out scales every score of the query by the same
 // factor, which min-max fusion cancels.
-func (x *Index) textQuery(text string) query.Query {
+func (x *Index) textQuery(text string, near bool) query.Query {
 	clause := func(field string, boost float64) query.Query {
 		m := bleve.NewMatchQuery(text)
 		m.SetField(field)
@@ -296,8 +299,10 @@ func (x *Index) textQuery(text string) query.Query {
 		return m
 	}
 	qs := []query.Query{clause(fieldText, 1)}
-	if eq := x.expansionQuery(text); eq != nil {
-		qs = append(qs, eq)
+	if near {
+		if eq := x.expansionQuery(text); eq != nil {
+			qs = append(qs, eq)
+		}
 	}
 	if x.opts.NameBoost > 0 || x.opts.WhenBoost > 0 {
 		occurs := x.fieldsWithAny(text, fieldName, fieldWhen)

@@ -454,7 +454,7 @@ func (s *Service) scoreUnits(ctx context.Context, sess *Session, prompt string, 
 			cands = append(cands, u.msgs...)
 		}
 	}
-	scores, err := s.scoreMessages(ctx, sess, prompt, qvec, cands, window)
+	scores, err := s.scoreMessages(ctx, sess, s.policy(sess).scoringParams(), prompt, qvec, cands, window)
 	if err != nil {
 		return nil, err
 	}
@@ -475,6 +475,22 @@ func dot(a, b []float32) float64 {
 		s += float64(a[i]) * float64(b[i])
 	}
 	return s
+}
+
+// recoveryParams rank cold messages for recovery: by similarity and
+// importance only. Every cold message is old, so recency says little among
+// them, and references counted against the window favoured turns that are
+// talked about over turns that answer the prompt. LoCoMo dev, evidence in
+// the context window overall (window 4,096, budget 2,048; two runs each):
+// policy weights 85.6/85.4 (temporal 93.7), similarity and importance only
+// 85.7/86.5 (temporal 96.8), 0.8 similarity with 0.2 references 83.5/84.7.
+func (p Policy) recoveryParams() scoring.Params {
+	sp := p.scoringParams()
+	sp.Weights.Recency, sp.Weights.References = 0, 0
+	if sp.Weights.Similarity+sp.Weights.Importance <= 0 {
+		return p.scoringParams() // a policy that weighs neither: keep its own
+	}
+	return sp
 }
 
 // scoringParams is the scoring part of the policy.

@@ -74,7 +74,7 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 	for _, h := range hits {
 		textScores[h.ID] = h.TextScore
 	}
-	scores, err := s.scoreWith(sess, b.qvec, all, docs, textScores)
+	scores, err := s.scoreWith(b.pol.recoveryParams(), b.qvec, all, docs, textScores)
 	if err != nil {
 		return err
 	}
@@ -140,6 +140,9 @@ func (b *windowBuilder) takeRecovered(limit int) {
 	for _, u := range b.recover {
 		if _, done := b.chosen[u]; done || u.tokens > b.avail || used+u.tokens > limit {
 			continue
+		}
+		if u.score < b.pol.RelevanceCutoff {
+			continue // the share it leaves flows to the working level
 		}
 		b.chosen[u] = SourceRecovered
 		b.use(SourceRecovered, u.tokens)
@@ -266,7 +269,7 @@ func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 // a state filter made a message recovered by the previous call invisible to
 // this one's scoring. On LoCoMo the evidence a question had recovered earlier
 // then lost its place in the window to turns that merely were recent.
-func (s *Service) scoreMessages(ctx context.Context, sess *Session, prompt string, qvec []float32, cands, docs []*Message) (map[string]scoring.Score, error) {
+func (s *Service) scoreMessages(ctx context.Context, sess *Session, sp scoring.Params, prompt string, qvec []float32, cands, docs []*Message) (map[string]scoring.Score, error) {
 	out := map[string]scoring.Score{}
 	if len(cands) == 0 {
 		return out, nil
@@ -286,11 +289,11 @@ func (s *Service) scoreMessages(ctx context.Context, sess *Session, prompt strin
 			bm25[h.ID] = h.TextScore
 		}
 	}
-	return s.scoreWith(sess, qvec, cands, docs, bm25)
+	return s.scoreWith(sp, qvec, cands, docs, bm25)
 }
 
 // scoreWith scores cands given their full-text scores.
-func (s *Service) scoreWith(sess *Session, qvec []float32, cands, docs []*Message, bm25 map[string]float64) (map[string]scoring.Score, error) {
+func (s *Service) scoreWith(sp scoring.Params, qvec []float32, cands, docs []*Message, bm25 map[string]float64) (map[string]scoring.Score, error) {
 	out := map[string]scoring.Score{}
 	if len(cands) == 0 {
 		return out, nil
@@ -306,7 +309,7 @@ func (s *Service) scoreWith(sess *Session, qvec []float32, cands, docs []*Messag
 		sc = append(sc, scoring.Candidate{ID: m.ID, Text: m.Content, Turn: pos[m.ID], CreatedAt: m.CreatedAt,
 			Important: m.Important, BM25: bm25[m.ID], Cosine: dot(qvec, m.Vector)})
 	}
-	scored, err := scoring.ScoreAll(s.policy(sess).scoringParams(), sc, sdocs, len(docs)-1, s.Now())
+	scored, err := scoring.ScoreAll(sp, sc, sdocs, len(docs)-1, s.Now())
 	if err != nil {
 		return nil, Errorf(EINVALID, "scoring weights: %v", err)
 	}

@@ -313,7 +313,7 @@ func (b *windowBuilder) takeAllIfFits() bool {
 
 // scoreWindow scores the window's units against the prompt.
 func (b *windowBuilder) scoreWindow(ctx context.Context) error {
-	scores, err := b.s.scoreMessages(ctx, b.sess, b.req.Prompt, b.qvec, b.window, b.window)
+	scores, err := b.s.scoreMessages(ctx, b.sess, b.pol.scoringParams(), b.req.Prompt, b.qvec, b.window, b.window)
 	if err != nil {
 		return err
 	}

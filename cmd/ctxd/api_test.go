@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,18 +272,24 @@ func TestLaggingIndexCatchesUp(t *testing.T) {
 	ts.mustDo(200, "GET", "/readyz", nil)
 }
 
-// With --expansion-weight, full-text search also finds a word's neighbours
-// in the embedded GloVe model ("automobile" finds a car).
+// With --expansion-weight, hybrid search also finds a word's neighbours in
+// the embedded GloVe model by their words ("automobile" finds a car), and
+// the snippet marks them.
 func TestSearchQueryExpansion(t *testing.T) {
-	search := func(ts *testServer) []any {
-		return ts.mustDo(200, "POST", "/v1/search", map[string]any{"query": "automobile", "mode": "text"})["results"].([]any)
-	}
 	for _, w := range []float64{0, 0.5} {
 		ts := startServer(t, t.TempDir(), func(c *Config) { c.ExpansionWeight = w })
 		ts.mustDo(200, "PUT", "/v1/sessions/e", map[string]any{})
 		ts.store("e", msg("user", "my car broke down on the motorway"), msg("user", "we had soup for lunch"))
-		if got := len(search(ts)); (w > 0) != (got == 1) || got > 1 {
-			t.Errorf("expansion weight %v: %d results for a car question", w, got)
+		var snippets []string
+		for _, x := range ts.mustDo(200, "POST", "/v1/search", map[string]any{"query": "automobile"})["results"].([]any) {
+			snippets = append(snippets, x.(map[string]any)["highlight"].(string))
+		}
+		want := []string{"my car broke down on the motorway", "we had soup for lunch"}
+		if w > 0 {
+			want[0] = "my «car» broke down on the motorway"
+		}
+		if !slices.Equal(snippets, want) {
+			t.Errorf("expansion weight %v: snippets %q, want %q", w, snippets, want)
 		}
 	}
 }

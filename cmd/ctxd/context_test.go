@@ -250,6 +250,9 @@ func TestContextRecoveriesStayUnderTrigger(t *testing.T) {
 	for i := 0; i < 120; i++ {
 		ts.store("u", msg([]string{"user", "assistant"}[i%2], chatter(i)))
 	}
+	// Down to the compaction target, so that some recoveries fit under the
+	// trigger and others do not (where ingest stops depends on scoring).
+	ts.mustDo(200, "POST", "/v1/sessions/u/compact", map[string]any{})
 	answerOnly, movedIn := 0, 0
 	for i, prompt := range []string{chatter(3), chatter(40), chatter(77), chatter(101)} {
 		before := ts.mustDo(200, "GET", "/v1/sessions/u", nil)
