@@ -438,3 +438,26 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// NoSummaries leaves the server's summaries out on both sides.
+func TestNoSummariesFilter(t *testing.T) {
+	x := openTest(t, Options{})
+	sum := msg("t", "s", "sum", "summary: the billing service deploy moved to Friday", 0)
+	sum.Kind = memory.KindSummary
+	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{
+		msg("t", "s", "orig", "deploy the billing service on Friday", 0), sum}, Watermark: 2})
+	for _, mode := range []string{memory.ModeText, memory.ModeVector, memory.ModeHybrid} {
+		q := memory.SearchQuery{Tenant: "t", Text: "billing service deploy", Vector: topicVec(0), Mode: mode, K: 10}
+		if got := ids(mustSearch(t, x, q)); !sameSet(got, []string{"orig", "sum"}) {
+			t.Errorf("%s: ids = %v, want both", mode, got)
+		}
+		q.NoSummaries = true
+		if got := ids(mustSearch(t, x, q)); !sameSet(got, []string{"orig"}) {
+			t.Errorf("%s, no summaries: ids = %v, want the original only", mode, got)
+		}
+		q.Sessions = []string{"s"} // one session: the vector side scans, it does not ask chromem
+		if got := ids(mustSearch(t, x, q)); !sameSet(got, []string{"orig"}) {
+			t.Errorf("%s, no summaries in session s: ids = %v", mode, got)
+		}
+	}
+}

@@ -220,6 +220,11 @@ func filterQueries(q *memory.SearchQuery, byTenant bool) []query.Query {
 	if len(q.IDs) > 0 {
 		fs = append(fs, bleve.NewDocIDQuery(q.IDs))
 	}
+	if q.NoSummaries {
+		b := bleve.NewBooleanQuery()
+		b.AddMustNot(filterTerm(fieldKind, memory.KindSummary))
+		fs = append(fs, b)
+	}
 	for i, f := range fs {
 		fs[i] = unscored{f}
 	}

@@ -67,6 +67,7 @@ type collection struct {
 	l1s    []float32
 	states []memory.State
 	times  []int64 // created_at, Unix nanoseconds
+	sums   []bool  // a summary
 	row    map[string]int
 }
 
@@ -97,9 +98,11 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 		c.l1s = append(c.l1s, 0)
 		c.states = append(c.states, "")
 		c.times = append(c.times, 0)
+		c.sums = append(c.sums, false)
 	}
 	c.states[i] = m.State
 	c.times[i] = unixNano(m.CreatedAt)
+	c.sums[i] = m.IsSummary()
 	row := c.vecs[i*c.dim : (i+1)*c.dim]
 	normalize(row)
 	c.scales[i], c.l1s[i] = quantizeRow(row, c.codes[i*c.dim:(i+1)*c.dim])
@@ -122,6 +125,7 @@ func (c *collection) remove(id string) {
 		c.ids[i] = c.ids[last]
 		c.states[i] = c.states[last]
 		c.times[i] = c.times[last]
+		c.sums[i] = c.sums[last]
 		copy(c.vecs[i*c.dim:(i+1)*c.dim], c.vecs[last*c.dim:])
 		copy(c.codes[i*c.dim:(i+1)*c.dim], c.codes[last*c.dim:])
 		c.scales[i], c.l1s[i] = c.scales[last], c.l1s[last]
@@ -130,7 +134,7 @@ func (c *collection) remove(id string) {
 	delete(c.row, id)
 	_ = c.cc.Delete(context.Background(), nil, nil, id) // only fails without ids or filters
 	c.ids[last] = ""                                    // let the string go
-	c.ids, c.states, c.times = c.ids[:last], c.states[:last], c.times[:last]
+	c.ids, c.states, c.times, c.sums = c.ids[:last], c.states[:last], c.times[:last], c.sums[:last]
 	c.scales, c.l1s = c.scales[:last], c.l1s[:last]
 	c.vecs, c.codes = c.vecs[:last*c.dim], c.codes[:last*c.dim]
 }
@@ -465,7 +469,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 		// per row that passes: a row costs ~10 ns in assembly.
 		dotRows(qv, c.vecs, scores)
 		for i, s := range scores {
-			if f == nil || f.keep(c.ids[i], c.states[i], c.times[i]) {
+			if f == nil || f.keep(c.ids[i], c.states[i], c.times[i], c.sums[i]) {
 				h.offer(c.ids[i], session, float64(s), n)
 			}
 		}
@@ -485,7 +489,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 				continue // cannot beat the worst kept
 			}
 		}
-		if f != nil && !f.keep(c.ids[i], c.states[i], c.times[i]) {
+		if f != nil && !f.keep(c.ids[i], c.states[i], c.times[i], c.sums[i]) {
 			continue
 		}
 		dotRows(qv, c.vecs[i*dim:(i+1)*dim], exact[:])
@@ -550,14 +554,15 @@ type vectorFilter struct {
 	states       []memory.State
 	since, until int64
 	ids          map[string]bool // nil: any
+	noSummaries  bool
 }
 
 // newVectorFilter returns nil when q filters nothing.
 func newVectorFilter(q *memory.SearchQuery) *vectorFilter {
-	if len(q.States) == 0 && q.Since.IsZero() && q.Until.IsZero() && len(q.IDs) == 0 {
+	if len(q.States) == 0 && q.Since.IsZero() && q.Until.IsZero() && len(q.IDs) == 0 && !q.NoSummaries {
 		return nil
 	}
-	f := &vectorFilter{states: q.States, since: math.MinInt64, until: math.MaxInt64}
+	f := &vectorFilter{states: q.States, since: math.MinInt64, until: math.MaxInt64, noSummaries: q.NoSummaries}
 	if len(q.IDs) > 0 {
 		f.ids = make(map[string]bool, len(q.IDs))
 		for _, id := range q.IDs {
@@ -573,8 +578,9 @@ func newVectorFilter(q *memory.SearchQuery) *vectorFilter {
 	return f
 }
 
-func (f *vectorFilter) keep(id string, s memory.State, t int64) bool {
-	return t >= f.since && t <= f.until && (len(f.states) == 0 || slices.Contains(f.states, s)) && (f.ids == nil || f.ids[id])
+func (f *vectorFilter) keep(id string, s memory.State, t int64, summary bool) bool {
+	return t >= f.since && t <= f.until && (len(f.states) == 0 || slices.Contains(f.states, s)) &&
+		(f.ids == nil || f.ids[id]) && !(f.noSummaries && summary)
 }
 
 // unixNano is t.UnixNano clamped to int64: UnixNano is undefined before 1678

@@ -108,7 +108,7 @@ func bruteForce(msgs []*memory.Message, q *memory.SearchQuery, n int) []string {
 	var all []scored
 	f := newVectorFilter(q)
 	for _, m := range msgs {
-		if f != nil && !f.keep(m.ID, m.State, unixNano(m.CreatedAt)) {
+		if f != nil && !f.keep(m.ID, m.State, unixNano(m.CreatedAt), m.IsSummary()) {
 			continue
 		}
 		var dot, nq, nm float64

@@ -16,7 +16,7 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 	}
 	s, sess := b.s, b.sess
 	hits, err := s.Index.Search(ctx, SearchQuery{Tenant: sess.Tenant, Text: b.req.Prompt, Vector: b.qvec,
-		Sessions: []string{sess.ID}, States: coldStates, K: recoveryCandidates, Mode: ModeHybrid})
+		Sessions: []string{sess.ID}, States: coldStates, NoSummaries: true, K: recoveryCandidates, Mode: ModeHybrid})
 	if err != nil {
 		return fmt.Errorf("search cold storage: %w", err)
 	}

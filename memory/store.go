@@ -151,6 +151,9 @@ type SearchQuery struct {
 	Sessions  []string // empty: every session of the tenant
 	States    []State  // empty: every state
 	IDs       []string // empty: any document; else only these
+	// NoSummaries leaves out the server's summaries: only messages clients
+	// wrote can match.
+	NoSummaries bool
 	Since     time.Time
 	Until     time.Time
 	K         int
