@@ -145,20 +145,20 @@ const (
 // SearchQuery is what the indexes are asked. Text drives the full-text side,
 // Vector (the embedded Text) the vector side.
 type SearchQuery struct {
-	Tenant    string
-	Text      string
-	Vector    []float32
-	Sessions  []string // empty: every session of the tenant
-	States    []State  // empty: every state
-	IDs       []string // empty: any document; else only these
+	Tenant   string
+	Text     string
+	Vector   []float32
+	Sessions []string // empty: every session of the tenant
+	States   []State  // empty: every state
+	IDs      []string // empty: any document; else only these
 	// NoSummaries leaves out the server's summaries: only messages clients
 	// wrote can match.
 	NoSummaries bool
-	Since     time.Time
-	Until     time.Time
-	K         int
-	Mode      string
-	Highlight bool
+	Since       time.Time
+	Until       time.Time
+	K           int
+	Mode        string
+	Highlight   bool
 }
 
 // Hit is one search result from the index, before the store fills it in.
