@@ -7,41 +7,6 @@ import (
 	"testing"
 )
 
-// The int8 dot product is exact: the assembly must equal the sum for every
-// dimension, tails included, up to the extreme codes.
-func TestDotRowsInt8MatchesGo(t *testing.T) {
-	if !useSIMD {
-		t.Skip("no AVX2 on this machine")
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, dim := range []int{1, 7, 15, 16, 17, 31, 32, 33, 100, 384, 1536} {
-		const n = 23
-		q := make([]int16, dim)
-		rows := make([]int8, n*dim)
-		levels := int(queryLevels(dim))
-		for i := range q {
-			q[i] = int16(r.IntN(2*levels+1) - levels)
-		}
-		for i := range rows {
-			rows[i] = int8(r.IntN(255) - 127)
-		}
-		for i := range q { // the largest sum
-			q[i], rows[i] = int16(-levels), -127
-		}
-		got := make([]int32, n)
-		dotRowsInt8SIMD(q, rows, got)
-		for i := range n {
-			var want int64 // no overflow here
-			for j := range dim {
-				want += int64(q[j]) * int64(rows[i*dim+j])
-			}
-			if int64(got[i]) != want {
-				t.Fatalf("dim %d row %d: assembly %d, want %d", dim, i, got[i], want)
-			}
-		}
-	}
-}
-
 // The approximate score is within its bound of the exact one, for random
 // and for spiky vectors (one large component makes a coarse scale).
 func TestQuantBound(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/simd"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/philippgille/chromem-go"
 )
@@ -39,7 +40,7 @@ import (
 // The flat scan filters on state and time exactly. In scalar Go its dot
 // product cost ~0.6 ns a dimension (6.9 ms CPU per 100k-row query);
 // unrolling across documents or int8 rows did not help there. In AVX2+FMA
-// assembly (dot_amd64.s) it waits on memory instead: 40 MB of float32 rows
+// assembly (internal/simd) it waits on memory instead: 40 MB of float32 rows
 // per query, ~3 ms CPU on the shared machine. Reading int8 copies of the rows
 // (quant.go: a quarter of the bytes) and rescoring exactly the ~1% of rows
 // that could enter the top n gives the exact result for ~1.5 ms CPU
@@ -362,7 +363,7 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 	tops := make([]minHeap, workers)
 	var next atomic.Int64
 	var qq *quantQuery
-	if useSIMD {
+	if simd.Enabled {
 		// In Go, int8 rows cost as much as float32 ones: the saving is the
 		// assembly's, on memory bandwidth.
 		qq = quantizeQuery(qv)
@@ -467,7 +468,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 		scores := buf.scores[:rows]
 		// Scoring every row in one call and filtering after beats a call
 		// per row that passes: a row costs ~10 ns in assembly.
-		dotRows(qv, c.vecs, scores)
+		simd.DotRows(qv, c.vecs, scores)
 		for i, s := range scores {
 			if f == nil || f.keep(c.ids[i], c.states[i], c.times[i], c.sums[i]) {
 				h.offer(c.ids[i], session, float64(s), n)
@@ -479,7 +480,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 		buf.acc = make([]int32, rows)
 	}
 	acc := buf.acc[:rows]
-	dotRowsInt8(qq.codes, c.codes, acc)
+	simd.DotRowsInt8(qq.codes, c.codes, acc)
 	var exact [1]float32
 	dim := c.dim
 	for i, a := range acc {
@@ -492,26 +493,9 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 		if f != nil && !f.keep(c.ids[i], c.states[i], c.times[i], c.sums[i]) {
 			continue
 		}
-		dotRows(qv, c.vecs[i*dim:(i+1)*dim], exact[:])
+		simd.DotRows(qv, c.vecs[i*dim:(i+1)*dim], exact[:])
 		h.offer(c.ids[i], session, float64(exact[0]), n)
 	}
-}
-
-// dot is the dot product of two vectors of the same length, unrolled by 4.
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return s0 + s1 + s2 + s3
 }
 
 // minHeap keeps the best n rows seen, the worst of them on top. Hand-written

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/simd"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -60,14 +61,14 @@ func checkVectorScan(t *testing.T, x *Index, msgs []*memory.Message, dim, n int)
 			q := memory.SearchQuery{Tenant: "t", Vector: hashVec(fmt.Sprint("query", i), dim), Mode: memory.ModeVector, K: n}
 			filter(&q)
 			want := bruteForce(msgs, &q, n)
-			for _, simd := range []bool{false, true} {
+			for _, useSIMD := range []bool{false, true} {
 				for _, parallel := range []int{1, 2, 4} {
-					if simd && !useSIMD {
+					if useSIMD && !simd.Enabled {
 						continue
 					}
-					t.Run(fmt.Sprintf("%s/q%d/simd=%v/p%d", name, i, simd, parallel), func(t *testing.T) {
-						defer func(was bool) { useSIMD = was }(useSIMD)
-						useSIMD = simd
+					t.Run(fmt.Sprintf("%s/q%d/simd=%v/p%d", name, i, useSIMD, parallel), func(t *testing.T) {
+						defer func(was bool) { simd.Enabled = was }(simd.Enabled)
+						simd.Enabled = useSIMD
 						got, err := x.vec.search(context.Background(), &q, n, parallel)
 						if err != nil {
 							t.Fatal(err)

@@ -48,6 +48,15 @@ type Model struct {
 	normsOnce sync.Once
 	invNorm   []float32 // 1/|int8 row|, for Neighbours
 
+	// rows holds every row's codes back to back, without the scales the
+	// file puts between them, so that one assembly call scans them all
+	// (Neighbours). Built on the first scan that uses the assembly: 10 MB
+	// for the embedded 100k 100-d rows (10,000,000 bytes; the heap grew by
+	// 10.4 MB with the scan's 400 KB of dot products), which buys a scan
+	// ~7 times faster than reading the file's rows one by one.
+	rowsOnce sync.Once
+	rows     []int8
+
 	nbMu    sync.Mutex
 	nbCache map[string]nbEntry
 }

@@ -1,6 +1,11 @@
 package glove
 
-import "math"
+import (
+	"math"
+	"sync"
+
+	"github.com/ctxd/ctxd/internal/simd"
+)
 
 // Neighbour is a word near another in the vector space.
 type Neighbour struct {
@@ -24,8 +29,8 @@ const (
 // Neighbours returns up to n words nearest to word by cosine, best first, with
 // cosine at least minCos: candidates for query expansion. Stopwords and
 // punctuation are never returned; an unknown word has none. A scan over every
-// row costs milliseconds, so results are cached (bounded; an arbitrary entry
-// is dropped when full). The returned slice is the caller's.
+// row costs a millisecond or more, so results are cached (bounded; an
+// arbitrary entry is dropped when full). The returned slice is the caller's.
 func (m *Model) Neighbours(word string, n int, minCos float32) []Neighbour {
 	if n <= 0 {
 		return nil
@@ -67,38 +72,111 @@ func (m *Model) Neighbours(word string, n int, minCos float32) []Neighbour {
 // compared directly: the per-row scales cancel out of a cosine.
 func (m *Model) scanNeighbours(id int32, n int) []Neighbour {
 	m.normsOnce.Do(m.computeNorms)
+	if !simd.Enabled {
+		return m.scanEach(id, n)
+	}
+	return m.scanPacked(id, n)
+}
+
+// scanPacked scores every row in one call of the AVX2 kernel over the packed
+// rows, then selects. It gives scanEach's list: the dot products are exact
+// integers either way and the cosines come from the same expression. At 100k
+// 100-d rows a scan took 1.1-1.8 ms instead of scanEach's 9-11 ms, CPU and
+// wall alike (BenchmarkNeighbours on the shared 2-core machine): the kernel
+// reads the 10 MB of rows at ~0.11 ns a byte, and selecting costs ~0.2 ms.
+// Codes are within ±128, so the int32 sums are exact below 131,072
+// dimensions, as in scanEach.
+func (m *Model) scanPacked(id int32, n int) []Neighbour {
+	m.rowsOnce.Do(m.packRows)
+	dim := m.dim
+	q := make([]int16, dim)
+	for k, c := range m.rows[int(id)*dim : (int(id)+1)*dim] {
+		q[k] = int16(c)
+	}
+	buf := accBufs.Get().(*[]int32)
+	defer accBufs.Put(buf)
+	if cap(*buf) < len(m.words) {
+		*buf = make([]int32, len(m.words))
+	}
+	acc := (*buf)[:len(m.words)]
+	simd.DotRowsInt8(q, m.rows, acc)
+	qn := m.invNorm[id]
+	top := make(topCands, 0, n+1)
+	for i, a := range acc {
+		if int32(i) == id || m.kind[i] != kindContent {
+			continue
+		}
+		top.offer(int32(i), float32(a)*qn*m.invNorm[i], n)
+	}
+	return m.neighbours(top)
+}
+
+// accBufs holds the dot products of scans: 400 KB at 100k rows (one buffer
+// per concurrent scan), not worth allocating on every cache miss.
+var accBufs = sync.Pool{New: func() any { return new([]int32) }}
+
+// scanEach is the scan in Go, a row at a time: where there is no assembly,
+// and the reference that scanPacked must match.
+func (m *Model) scanEach(id int32, n int) []Neighbour {
 	q := widen(m.f.Row(int(id)))
 	qn := m.invNorm[id]
-	type cand struct {
-		id  int32
-		cos float32
-	}
-	top := make([]cand, 0, n+1)
+	top := make(topCands, 0, n+1)
 	for i := range m.words {
 		if int32(i) == id || m.kind[i] != kindContent {
 			continue
 		}
-		cos := float32(dotInt8(q, m.f.Row(i))) * qn * m.invNorm[i]
-		if len(top) == n && cos <= top[n-1].cos {
-			continue
-		}
-		// Insertion into a short sorted list; ties keep the more frequent word.
-		j := len(top)
-		top = append(top, cand{})
-		for j > 0 && top[j-1].cos < cos {
-			top[j] = top[j-1]
-			j--
-		}
-		top[j] = cand{int32(i), cos}
-		if len(top) > n {
-			top = top[:n]
-		}
+		top.offer(int32(i), float32(dotInt8(q, m.f.Row(i)))*qn*m.invNorm[i], n)
 	}
+	return m.neighbours(top)
+}
+
+// topCands is a scan's best rows so far, best first.
+type topCands []cand
+
+type cand struct {
+	id  int32
+	cos float32
+}
+
+// offer keeps row id if it is among the best n. Rows come in frequency
+// order and a tie keeps the row already there: the more frequent word.
+func (t *topCands) offer(id int32, cos float32, n int) {
+	top := *t
+	if len(top) == n && cos <= top[n-1].cos {
+		return
+	}
+	// Insertion into a short sorted list.
+	j := len(top)
+	top = append(top, cand{})
+	for j > 0 && top[j-1].cos < cos {
+		top[j] = top[j-1]
+		j--
+	}
+	top[j] = cand{id, cos}
+	if len(top) > n {
+		top = top[:n]
+	}
+	*t = top
+}
+
+func (m *Model) neighbours(top topCands) []Neighbour {
 	out := make([]Neighbour, len(top))
 	for i, c := range top {
 		out[i] = Neighbour{Word: m.words[c.id], Cos: c.cos}
 	}
 	return out
+}
+
+// packRows copies every row's codes into m.rows.
+func (m *Model) packRows() {
+	dim := m.dim
+	m.rows = make([]int8, len(m.words)*dim)
+	for i := range m.words {
+		dst := m.rows[i*dim : (i+1)*dim]
+		for k, c := range m.f.Row(i) {
+			dst[k] = int8(c)
+		}
+	}
 }
 
 func (m *Model) computeNorms() {

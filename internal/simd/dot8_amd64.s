@@ -2,7 +2,7 @@
 
 // func dotRowsInt8SIMD(q []int16, rows []int8, out []int32)
 // For each of len(out) rows of len(q) int8s: out[i] = q . row i, in int32
-// (exact as long as 127*max|q|*dim < 2^31: see queryLevels).
+// (exact while the sum of |q[j]*row[j]| stays below 2^31: see DotRowsInt8).
 // 32 per step in two accumulators, then 16, then one at a time.
 TEXT ·dotRowsInt8SIMD(SB), NOSPLIT, $0-72
 	MOVQ q_base+0(FP), SI
