@@ -85,12 +85,8 @@ type Options struct {
 
 	// Expander, with ExpansionWeight > 0, adds the neighbours of the query's
 	// words to the text clause at that boost (the query's own words: 1).
-	// Off by default. LoCoMo dev through the API (GloVe neighbours at cosine
-	// >= 0.6, 5 a word), recall R@5/10/20 overall: off 55.7/63.9/70.7, 0.3
-	// 55.2/63.9/72.0, 0.5 55.4/64.4/72.0 (open-domain R@20 36.4 -> 45.5,
-	// temporal R@5 85.7 -> 82.5); but evidence in the context window fell
-	// from 84.0 to 83.5 (0.3) and 80.8 (0.5): recovery wants the turns that
-	// say what the prompt says.
+	// Hybrid mode only: text mode stays the literal match. Off unless set;
+	// ctxd serves with 0.5 (see cmd/ctxd for what it was measured at).
 	Expander        Expander
 	ExpansionWeight float64
 }
