@@ -461,3 +461,28 @@ func TestNoSummariesFilter(t *testing.T) {
 		}
 	}
 }
+
+// Candidates sets how many documents each side ranks before fusion, and so
+// the range its scores are scaled over: the second best of two candidates
+// scales to 0, of twenty to more.
+func TestCandidatesPerSide(t *testing.T) {
+	x := openTest(t, Options{})
+	var docs []*memory.Message
+	for i := 1; i <= 20; i++ {
+		docs = append(docs, msg("t", "s", fmt.Sprintf("m%02d", i), strings.Repeat("alpha ", i)+"end", 0))
+	}
+	mustApply(t, x, memory.IndexBatch{Upserts: docs, Watermark: 20})
+	second := func(candidates int) memory.Hit {
+		hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "alpha", K: 2, Candidates: candidates})
+		if len(hits) != 2 {
+			t.Fatalf("candidates %d: hits %+v", candidates, hits)
+		}
+		return hits[1]
+	}
+	if h := second(2); h.TextScore != 0 {
+		t.Errorf("of two candidates, the second scaled to %v, want 0", h.TextScore)
+	}
+	if h := second(20); !(h.TextScore > 0.5) {
+		t.Errorf("of twenty candidates, the second scaled to %v, want near the best", h.TextScore)
+	}
+}

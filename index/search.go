@@ -59,6 +59,9 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 		return nil, memory.Errorf(memory.EINVALID, "search: mode %q is not one of hybrid, text, vector", q.Mode)
 	}
 	n := max(x.opts.CandidateFactor*k, x.opts.MinCandidates)
+	if q.Candidates > 0 {
+		n = max(k, min(q.Candidates, MaxK))
+	}
 
 	var ts []textCandidate
 	var vs []vectorCandidate

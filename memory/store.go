@@ -154,11 +154,14 @@ type SearchQuery struct {
 	// NoSummaries leaves out the server's summaries: only messages clients
 	// wrote can match.
 	NoSummaries bool
-	Since       time.Time
-	Until       time.Time
-	K           int
-	Mode        string
-	Highlight   bool
+	// Candidates is how many documents each side ranks before fusion; 0
+	// leaves it to the index.
+	Candidates int
+	Since      time.Time
+	Until      time.Time
+	K          int
+	Mode       string
+	Highlight  bool
 }
 
 // Hit is one search result from the index, before the store fills it in.
