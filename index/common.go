@@ -5,6 +5,8 @@ import (
 	"context"
 	"slices"
 	"strings"
+
+	bindex "github.com/blevesearch/bleve_index_api"
 )
 
 // Query terms found in more than commonTermShare of the documents are left
@@ -81,4 +83,48 @@ func (x *Index) withoutCommonTerms(ctx context.Context, text string) string {
 		}
 	}
 	return strings.Join(kept, " ")
+}
+
+// termFilter tells common terms apart on a large index; on a small one (or
+// when the index cannot be read) it calls nothing common.
+type termFilter struct {
+	r     bindex.IndexReader
+	limit uint64
+}
+
+// commonFilter opens a termFilter; close it when done.
+func (x *Index) commonFilter() *termFilter {
+	adv, err := x.text.Advanced()
+	if err != nil {
+		return &termFilter{}
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		return &termFilter{}
+	}
+	docs, err := r.DocCount()
+	if err != nil || docs < commonTermMinDocs {
+		_ = r.Close()
+		return &termFilter{}
+	}
+	return &termFilter{r: r, limit: uint64(float64(docs) * commonTermShare)}
+}
+
+// is reports whether term is in more than commonTermShare of the documents.
+func (f *termFilter) is(term []byte) bool {
+	if f.r == nil {
+		return false
+	}
+	tfr, err := f.r.TermFieldReader(context.Background(), term, fieldText, false, false, false)
+	if err != nil {
+		return false
+	}
+	defer tfr.Close()
+	return tfr.Count() > f.limit
+}
+
+func (f *termFilter) close() {
+	if f.r != nil {
+		_ = f.r.Close()
+	}
 }

@@ -11,10 +11,12 @@ import (
 // nearest neighbours), best first. It must be safe for concurrent use.
 type Expander func(word string) []string
 
-// Query expansion limits: words added per query word and in all. A query of
+// Query expansion limits: query terms looked up (each uncached lookup
+// scans the model, ~1.3 ms), words added per term and in all. A query of
 // many words is specific enough; its expansion would cost postings and add
 // noise.
 const (
+	expandedTerms     = 6
 	expansionsPerWord = 5
 	maxExpansions     = 20
 )
@@ -51,15 +53,25 @@ func (x *Index) expansionWords(text string) []string {
 	for _, tok := range toks {
 		seen[string(tok.Term)] = true
 	}
+	common := x.commonFilter()
+	defer common.close()
 	var words []string
+	looked := map[string]bool{}
 	for _, tok := range toks {
+		if len(words) == maxExpansions || len(looked) == expandedTerms {
+			break
+		}
+		if looked[string(tok.Term)] {
+			continue
+		}
+		looked[string(tok.Term)] = true
 		added := 0
 		for _, nb := range x.opts.Expander(text[tok.Start:tok.End]) {
 			if len(words) == maxExpansions || added == expansionsPerWord {
 				break
 			}
 			terms := an.Analyze([]byte(nb))
-			if len(terms) != 1 || seen[string(terms[0].Term)] {
+			if len(terms) != 1 || seen[string(terms[0].Term)] || common.is(terms[0].Term) {
 				continue
 			}
 			seen[string(terms[0].Term)] = true

@@ -1,6 +1,8 @@
 package index
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/blevesearch/bleve/v2/search/query"
@@ -51,5 +53,33 @@ func TestQueryExpansion(t *testing.T) {
 	}
 	if _, err := Open(t.TempDir(), Options{ExpansionWeight: -1}); err == nil {
 		t.Fatal("a negative expansion weight was accepted")
+	}
+}
+
+// Expansion is bounded: the first few distinct terms are looked up (each
+// lookup may scan the model), and neighbours that are common words on a
+// large index are left out, as common query words are.
+func TestQueryExpansionBounds(t *testing.T) {
+	old := commonTermMinDocs
+	commonTermMinDocs = 10
+	t.Cleanup(func() { commonTermMinDocs = old })
+	var looked []string
+	expander := func(word string) []string {
+		looked = append(looked, word)
+		return []string{"weather", "zeppelin" + word, "walrus" + word}
+	}
+	x := openTest(t, Options{Expander: expander, ExpansionWeight: 0.5})
+	var docs []*memory.Message
+	for i := 0; i < 20; i++ {
+		docs = append(docs, msg("t", "s", fmt.Sprintf("m%02d", i), "the weather today", 0))
+	}
+	mustApply(t, x, memory.IndexBatch{Upserts: docs, Watermark: 20})
+
+	words := x.expansionWords("alpha beta alpha gamma delta epsilon zeta eta theta iota kappa")
+	if want := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}; !slices.Equal(looked, want) {
+		t.Errorf("looked up %v, want the first %d distinct terms %v", looked, expandedTerms, want)
+	}
+	if len(words) != 2*expandedTerms || slices.Contains(words, "weather") {
+		t.Errorf("expansion words %v: want two a term, and no common word", words)
 	}
 }

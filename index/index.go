@@ -68,7 +68,7 @@ type Options struct {
 	RRFK         int     // k of reciprocal rank fusion
 
 	// Each side contributes max(CandidateFactor*K, MinCandidates) candidates
-	// to fusion.
+	// to fusion, unless the query sets SearchQuery.Candidates.
 	MinCandidates   int
 	CandidateFactor int
 
@@ -117,7 +117,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.WhenBoost = DefaultWhenBoost
 	}
 	if math.IsNaN(o.ExpansionWeight) || o.ExpansionWeight < 0 {
-		return o, fmt.Errorf("index options: expansion weight %v is negative", o.ExpansionWeight)
+		return o, fmt.Errorf("index options: expansion weight %v is not a number >= 0", o.ExpansionWeight)
 	}
 	if o.Location == nil {
 		o.Location = time.UTC

@@ -198,7 +198,7 @@ func filterAnyOf(field string, values []string) query.Query {
 
 // filterQueries are the conjuncts that scope a search: tenant (unless the
 // caller knows every document is the tenant's), then the optional session,
-// state and time filters.
+// state, time, id and no-summary filters.
 func filterQueries(q *memory.SearchQuery, byTenant bool) []query.Query {
 	var fs []query.Query
 	if byTenant {
@@ -256,7 +256,7 @@ func dateFilter(since, until time.Time) query.Query {
 }
 
 // scopedQuery is the query for text (q.Text with common terms pruned)
-// restricted to q's tenant (if byTenant), sessions, states and times.
+// restricted by q's filters (see filterQueries).
 func (x *Index) scopedQuery(q *memory.SearchQuery, text string, byTenant bool) query.Query {
 	fs := filterQueries(q, byTenant)
 	// Text mode is the literal full-text match; hybrid adds what is near in
@@ -294,7 +294,8 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 // still pay for it on every matching document (a fifth of a search of one
 // common word at 100k). Bleve's coordination factor divides by the number of
 // clauses, so leaving one out scales every score of the query by the same
-// factor, which min-max fusion cancels.
+// factor, which min-max fusion cancels. With near (hybrid mode), a clause of
+// the words' expansions joins them (see Options.Expander).
 func (x *Index) textQuery(text string, near bool) query.Query {
 	clause := func(field string, boost float64) query.Query {
 		m := bleve.NewMatchQuery(text)

@@ -18,10 +18,12 @@ import (
 
 // The vector side is in memory, rebuilt from the store at start
 // (LoadVectors): one chromem-go collection per tenant+session holds each
-// session's vectors and answers single-session queries (context building,
-// compaction scoring, session search). Beside it, the same vectors sit in
-// contiguous per-session arrays that a flat, exact scan reads for queries
-// across sessions, where chromem-go measured too slow. Hybrid search needs
+// session's vectors and answers unfiltered single-session queries (a search
+// in one session). Beside it, the same vectors sit in contiguous per-session
+// arrays that a flat, exact scan reads for everything else: queries across
+// sessions, where chromem-go measured too slow, and filtered ones (context
+// building searches a session's cold originals), where chromem would rank
+// and sort the whole session to filter after. Hybrid search needs
 // the vector side for every query, and the goal is p99 <= 25 ms at 100k documents over 100
 // sessions on 2 cores. Vector search alone, 100-d, top 50, 100k documents
 // over 100 sessions, all sessions (BenchmarkVectorParallelism; the machine
@@ -36,8 +38,8 @@ import (
 //
 // chromem pushes every document through a channel and starts goroutines per
 // query and per collection, allocates a result per candidate, and can only
-// filter by equality (state in a set and time ranges meant over-fetching).
-// The flat scan filters on state and time exactly. In scalar Go its dot
+// filter by equality (a set of states, a time range, ids or kinds cannot be
+// asked). The flat scan filters on all of them exactly. In scalar Go its dot
 // product cost ~0.6 ns a dimension (6.9 ms CPU per 100k-row query);
 // unrolling across documents or int8 rows did not help there. In AVX2+FMA
 // assembly (internal/simd) it waits on memory instead: 40 MB of float32 rows
@@ -56,7 +58,8 @@ type collKey struct{ tenant, session string }
 
 // collection holds one session's vectors in rows: ids[i], vecs[i*dim:][:dim],
 // codes[i*dim:][:dim] (the int8 copy, see quant.go) with scales[i] and
-// l1s[i], states[i] and times[i] describe the same message.
+// l1s[i], states[i], times[i] and sums[i] (a summary) describe the same
+// message.
 type collection struct {
 	mu     sync.RWMutex // also serialises chromem writes (Delete races with them)
 	cc     *chromem.Collection
@@ -335,7 +338,7 @@ func (v *vectors) collections(tenant string, sessions []string) ([]*collection, 
 }
 
 // search returns the n most similar documents of q's tenant and sessions that
-// pass q's state and time filters, best first. It scans up to parallel
+// pass q's filters (states, times, ids, summaries), best first. It scans up to parallel
 // collections at a time.
 func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, parallel int) ([]vectorCandidate, error) {
 	v.mu.RLock()
@@ -533,7 +536,7 @@ func (h minHeap) down(i int) {
 	}
 }
 
-// vectorFilter is a query's state and time filter.
+// vectorFilter is a query's filter on states, times, ids and summaries.
 type vectorFilter struct {
 	states       []memory.State
 	since, until int64

@@ -133,15 +133,22 @@ func (s *Service) coldGroup(ctx context.Context, tenant, sessionID string, m *Me
 	return []*Message{m}, nil
 }
 
-// takeRecovered adds the best cold units while they fit in limit.
+// takeRecovered adds the best cold units while they fit in limit, none
+// below the relevance cutoff. Similarity is scaled over this prompt's
+// candidates, so the cutoff is relative to them: when none stands out (one
+// candidate, or all alike, and all score 0) nothing is cut.
 func (b *windowBuilder) takeRecovered(limit int) {
 	sort.SliceStable(b.recover, func(i, j int) bool { return b.recover[i].score > b.recover[j].score })
+	cutoff := b.pol.RelevanceCutoff
+	if len(b.recover) == 0 || b.recover[0].score <= cutoff {
+		cutoff = 0
+	}
 	used := 0
 	for _, u := range b.recover {
 		if _, done := b.chosen[u]; done || u.tokens > b.avail || used+u.tokens > limit {
 			continue
 		}
-		if u.score < b.pol.RelevanceCutoff {
+		if u.score < cutoff {
 			continue // the share it leaves flows to the working level
 		}
 		b.chosen[u] = SourceRecovered

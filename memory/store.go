@@ -154,8 +154,8 @@ type SearchQuery struct {
 	// NoSummaries leaves out the server's summaries: only messages clients
 	// wrote can match.
 	NoSummaries bool
-	// Candidates is how many documents each side ranks before fusion; 0
-	// leaves it to the index.
+	// Candidates is how many documents each side ranks before fusion, at
+	// least K and at most the index's MaxK; 0 leaves it to the index.
 	Candidates int
 	Since      time.Time
 	Until      time.Time

@@ -68,14 +68,15 @@ func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, pro
 }
 
 func (d *dataDir) openIndex(cfg Config, use indexUse) error {
+	if use == indexNone {
+		return nil
+	}
 	dir := indexPath(cfg.DataDir)
 	opts, err := indexOptions(cfg)
 	if err != nil {
 		return err
 	}
 	switch use {
-	case indexNone:
-		return nil
 	case indexFresh:
 		if err := index.Remove(dir); err != nil {
 			return err

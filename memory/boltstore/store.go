@@ -147,15 +147,22 @@ func stateByte(s memory.State) byte {
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // A vector record carries what the vector index needs besides the vector
-// (session, state, time, role), so start-up loads vectors without decoding
-// every message's JSON: version byte, state byte, role byte, created_at
-// (Unix ns, 8 bytes), tenant and session (uvarint length + bytes), then the
-// float32s little-endian.
-const vectorRecordVersion = 1
+// (session, state, time, role, kind), so start-up loads vectors without
+// decoding every message's JSON: version byte, state byte, role byte, flags
+// byte (version 2: bit 0 a summary), created_at (Unix ns, 8 bytes), tenant
+// and session (uvarint length + bytes), then the float32s little-endian.
+// Version 1 records have no flags byte; read, their kind is unknown (plain).
+const vectorRecordVersion = 2
+
+const vectorFlagSummary = 1
 
 func encodeVector(m *memory.Message) []byte {
-	b := make([]byte, 0, 3+8+2*binary.MaxVarintLen64+len(m.Tenant)+len(m.SessionID)+4*len(m.Vector))
-	b = append(b, vectorRecordVersion, stateByte(m.State), roleByte(m.Role))
+	b := make([]byte, 0, 4+8+2*binary.MaxVarintLen64+len(m.Tenant)+len(m.SessionID)+4*len(m.Vector))
+	var flags byte
+	if m.IsSummary() {
+		flags |= vectorFlagSummary
+	}
+	b = append(b, vectorRecordVersion, stateByte(m.State), roleByte(m.Role), flags)
 	b = binary.BigEndian.AppendUint64(b, uint64(m.CreatedAt.UnixNano()))
 	b = binary.AppendUvarint(b, uint64(len(m.Tenant)))
 	b = append(b, m.Tenant...)
@@ -167,15 +174,23 @@ func encodeVector(m *memory.Message) []byte {
 	return b
 }
 
-// decodeVectorRecord fills id, tenant, session, state, role, time and vector.
+// decodeVectorRecord fills id, tenant, session, state, role, kind (version
+// 2), time and vector.
 func decodeVectorRecord(id string, b []byte) (*memory.Message, error) {
 	bad := fmt.Errorf("vector record %s is damaged", id)
-	if len(b) < 11 || b[0] != vectorRecordVersion {
+	head := 3 // version 1: no flags byte
+	if len(b) > 0 && b[0] == vectorRecordVersion {
+		head = 4
+	}
+	if len(b) < head+8 || (b[0] != 1 && b[0] != vectorRecordVersion) {
 		return nil, bad
 	}
 	m := &memory.Message{ID: id, State: stateOf(b[1]), Role: roleOf(b[2]),
-		CreatedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[3:11]))).UTC()}
-	rest := b[11:]
+		CreatedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[head:head+8]))).UTC()}
+	if head == 4 && b[3]&vectorFlagSummary != 0 {
+		m.Kind = memory.KindSummary
+	}
+	rest := b[head+8:]
 	for _, dst := range []*string{&m.Tenant, &m.SessionID} {
 		n, k := binary.Uvarint(rest)
 		if k <= 0 || uint64(len(rest)-k) < n {
