@@ -5,6 +5,8 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // Expander proposes words near a query word in meaning (the GloVe model's
@@ -20,6 +22,10 @@ const (
 	expansionsPerWord = 5
 	maxExpansions     = 20
 )
+
+// expands reports whether q's text side also matches expansion words: when
+// q asks for them, and not in text mode, which is the literal match.
+func expands(q *memory.SearchQuery) bool { return q.Expand && q.Mode != memory.ModeText }
 
 // expansionQuery is a clause matching the expansion words of text in the
 // message text at boost ExpansionWeight, or nil when there are none.

@@ -11,8 +11,8 @@ import (
 )
 
 // Expansion finds a document by a neighbour of a query word, below the
-// documents that have the word itself, only when it is switched on and only
-// in hybrid mode.
+// documents that have the word itself, only when it is switched on, asked
+// for and in hybrid mode.
 func TestQueryExpansion(t *testing.T) {
 	neighbours := map[string][]string{"automobile": {"cars", "car", "vehicle"}, "car": {"cars", "automobile"}}
 	expander := func(word string) []string { return neighbours[word] }
@@ -22,7 +22,7 @@ func TestQueryExpansion(t *testing.T) {
 		msg("t", "s", "m3", "we had soup for lunch", 0),
 	}
 	search := func(x *Index, text string) []string {
-		return ids(mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: text, Mode: memory.ModeHybrid, K: 10}))
+		return ids(mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: text, Mode: memory.ModeHybrid, K: 10, Expand: true}))
 	}
 
 	off := openTest(t, Options{Expander: expander})
@@ -37,9 +37,14 @@ func TestQueryExpansion(t *testing.T) {
 		t.Fatalf("expanded search = %v, want the word's own document first, then its neighbour's", got)
 	}
 	// Text mode is the literal match: no expansion.
-	literal := ids(mustSearch(t, on, memory.SearchQuery{Tenant: "t", Text: "automobile", Mode: memory.ModeText, K: 10}))
+	literal := ids(mustSearch(t, on, memory.SearchQuery{Tenant: "t", Text: "automobile", Mode: memory.ModeText, K: 10, Expand: true}))
 	if len(literal) != 1 || literal[0] != "m2" {
 		t.Fatalf("text mode expanded: %v", literal)
+	}
+	// A query that does not ask for expansion gets none.
+	plain := ids(mustSearch(t, on, memory.SearchQuery{Tenant: "t", Text: "automobile", Mode: memory.ModeHybrid, K: 10}))
+	if len(plain) != 1 || plain[0] != "m2" {
+		t.Fatalf("a query without Expand expanded: %v", plain)
 	}
 	// "cars" and "car" are one term: the query gets it once, and a query
 	// word's own term is never added as its neighbour.

@@ -159,7 +159,7 @@ func evalLoCoMo(t *testing.T, x *Index, questions []locomoQuestion, mode string,
 		if q.Adversarial || len(q.Evidence) == 0 {
 			continue
 		}
-		sq := memory.SearchQuery{Tenant: "bench", Sessions: []string{q.ConvID}, Text: q.Question, K: 10, Mode: mode}
+		sq := memory.SearchQuery{Tenant: "bench", Sessions: []string{q.ConvID}, Text: q.Question, K: 10, Mode: mode, Expand: true}
 		if qvecs != nil {
 			sq.Vector = qvecs[i]
 		}

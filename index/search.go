@@ -93,7 +93,7 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 		cs = cs[:k]
 	}
 	marked := text // the words a snippet marks: with their expansions in hybrid mode
-	if q.Highlight && q.Mode != memory.ModeText {
+	if q.Highlight && expands(&q) {
 		if words := x.expansionWords(text); len(words) > 0 {
 			marked += " " + strings.Join(words, " ")
 		}

@@ -259,9 +259,7 @@ func dateFilter(since, until time.Time) query.Query {
 // restricted by q's filters (see filterQueries).
 func (x *Index) scopedQuery(q *memory.SearchQuery, text string, byTenant bool) query.Query {
 	fs := filterQueries(q, byTenant)
-	// Text mode is the literal full-text match; hybrid adds what is near in
-	// meaning: the vector side and the expansion words.
-	tq := x.textQuery(text, q.Mode != memory.ModeText)
+	tq := x.textQuery(text, expands(q))
 	if len(fs) == 0 {
 		return tq
 	}

@@ -154,6 +154,9 @@ type SearchQuery struct {
 	// NoSummaries leaves out the server's summaries: only messages clients
 	// wrote can match.
 	NoSummaries bool
+	// Expand matches the query words' neighbours in meaning too, when the
+	// index has an expander (hybrid mode only).
+	Expand bool
 	// Candidates is how many documents each side ranks before fusion, at
 	// least K and at most the index's MaxK; 0 leaves it to the index.
 	Candidates int

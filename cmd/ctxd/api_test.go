@@ -272,24 +272,31 @@ func TestLaggingIndexCatchesUp(t *testing.T) {
 	ts.mustDo(200, "GET", "/readyz", nil)
 }
 
-// With --expansion-weight, hybrid search also finds a word's neighbours in
-// the embedded GloVe model by their words ("automobile" finds a car), and
-// the snippet marks them.
+// With --expansion-weight, hybrid search within a session also finds a
+// word's neighbours in the embedded GloVe model by their words ("automobile"
+// finds a car), and the snippet marks them; across sessions it does not.
 func TestSearchQueryExpansion(t *testing.T) {
 	for _, w := range []float64{0, 0.5} {
 		ts := startServer(t, t.TempDir(), func(c *Config) { c.ExpansionWeight = w })
 		ts.mustDo(200, "PUT", "/v1/sessions/e", map[string]any{})
 		ts.store("e", msg("user", "my car broke down on the motorway"), msg("user", "we had soup for lunch"))
-		var snippets []string
-		for _, x := range ts.mustDo(200, "POST", "/v1/search", map[string]any{"query": "automobile"})["results"].([]any) {
-			snippets = append(snippets, x.(map[string]any)["highlight"].(string))
+		snippets := func(body map[string]any) []string {
+			var out []string
+			for _, x := range ts.mustDo(200, "POST", "/v1/search", body)["results"].([]any) {
+				out = append(out, x.(map[string]any)["highlight"].(string))
+			}
+			return out
 		}
-		want := []string{"my car broke down on the motorway", "we had soup for lunch"}
+		plain := []string{"my car broke down on the motorway", "we had soup for lunch"}
+		want := slices.Clone(plain)
 		if w > 0 {
 			want[0] = "my «car» broke down on the motorway"
 		}
-		if !slices.Equal(snippets, want) {
-			t.Errorf("expansion weight %v: snippets %q, want %q", w, snippets, want)
+		if got := snippets(map[string]any{"query": "automobile", "session_id": "e"}); !slices.Equal(got, want) {
+			t.Errorf("expansion weight %v, in the session: snippets %q, want %q", w, got, want)
+		}
+		if got := snippets(map[string]any{"query": "automobile"}); !slices.Equal(got, plain) {
+			t.Errorf("expansion weight %v, across sessions: snippets %q, want %q", w, got, plain)
 		}
 	}
 }

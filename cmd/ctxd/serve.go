@@ -234,7 +234,8 @@ func indexOptions(cfg Config) (index.Options, error) {
 }
 
 // Query expansion: a query word's nearest GloVe words, at cosine 0.6 or
-// more (0.5 measured the same on LoCoMo, 0.7 below), in hybrid search.
+// more (0.5 measured the same on LoCoMo, 0.7 below), in hybrid searches
+// within a few sessions (memory asks for it there).
 // defaultExpansionWeight, measured on LoCoMo dev through the API (ctxd eval,
 // recall R@5/10/20 overall): off 55.7/63.9/70.7, 0.3 55.2/63.9/72.0, 0.5
 // 55.4/64.4/72.0 (open-domain R@20 36.4 -> 45.5; temporal R@5 85.7 -> 82.5,
