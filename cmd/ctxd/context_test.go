@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/tokenizer"
@@ -369,4 +370,40 @@ func TestContextRanksWindowByMeaning(t *testing.T) {
 	if !found {
 		t.Fatalf("the turn about a puppy was not chosen for %q (similarities of those chosen: %v)", prompt, sims)
 	}
+}
+
+// A session's only cold message is recovered when the prompt asks for it:
+// with one candidate, similarity has nothing to scale against and scores 0,
+// which the relevance cutoff must not read as irrelevant.
+func TestContextRecoversTheOnlyColdMessage(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/one", map[string]any{"context_window": 100_000, "keep_recent": 1})
+	ids := ts.store("one", msg("user", "hi there"), msg("user", "By the way, the office wifi password is walrus-4417."))
+	for i := 0; i < 20; i++ {
+		ts.store("one", msg([]string{"user", "assistant"}[i%2], chatter(i)))
+	}
+	// Drop the fact straight in the store, as a compaction would.
+	ctx := memory.NewContextWithTenant(t.Context(), memory.DefaultTenant)
+	if _, err := ts.Main.Store.Update(ctx, memory.DefaultTenant, "one", func(tx memory.SessionTx) error {
+		m, err := tx.Message(ids[1])
+		if err != nil {
+			return err
+		}
+		m.State = memory.StateDropped
+		m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: time.Now(), RecoverableUntil: time.Now().Add(time.Hour)}
+		return tx.Put(m)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ts.store("one", msg("user", "one more turn, so the index catches up")) // a write syncs the index
+	body := ts.mustDo(200, "POST", "/v1/sessions/one/context", map[string]any{"prompt": "what is the office wifi password?", "max_tokens": 300})
+	for _, x := range body["messages"].([]any) {
+		if m := x.(map[string]any); m["id"] == ids[1] {
+			if m["source"] != "recovered" {
+				t.Fatalf("the fact came back as %v", m["source"])
+			}
+			return
+		}
+	}
+	t.Fatalf("the only cold message was not recovered: %v", body["budget"])
 }
