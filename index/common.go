@@ -32,20 +32,11 @@ var commonTermMinDocs uint64 = 5_000
 // terms are not common, or text itself when pruning does not apply.
 func (x *Index) withoutCommonTerms(ctx context.Context, text string) string {
 	an := x.text.Mapping().AnalyzerNamed(analyzerName)
-	adv, err := x.text.Advanced()
-	if an == nil || err != nil {
+	common := x.commonFilter()
+	defer common.close()
+	if an == nil || common.r == nil {
 		return text
 	}
-	r, err := adv.Reader()
-	if err != nil {
-		return text
-	}
-	defer r.Close()
-	docs, err := r.DocCount()
-	if err != nil || docs < commonTermMinDocs {
-		return text
-	}
-	limit := uint64(float64(docs) * commonTermShare)
 	type word struct {
 		text, term string
 		df         uint64
@@ -53,14 +44,13 @@ func (x *Index) withoutCommonTerms(ctx context.Context, text string) string {
 	var words []word
 	var kept []string
 	for _, tok := range an.Analyze([]byte(text)) {
-		tfr, err := r.TermFieldReader(ctx, tok.Term, fieldText, false, false, false)
+		df, err := common.df(ctx, tok.Term)
 		if err != nil {
 			return text
 		}
-		w := word{text[tok.Start:tok.End], string(tok.Term), tfr.Count()}
-		_ = tfr.Close()
+		w := word{text[tok.Start:tok.End], string(tok.Term), df}
 		words = append(words, w)
-		if w.df <= limit {
+		if w.df <= common.limit {
 			kept = append(kept, w.text)
 		}
 	}
@@ -115,12 +105,18 @@ func (f *termFilter) is(term []byte) bool {
 	if f.r == nil {
 		return false
 	}
-	tfr, err := f.r.TermFieldReader(context.Background(), term, fieldText, false, false, false)
+	df, err := f.df(context.Background(), term)
+	return err == nil && df > f.limit
+}
+
+// df is how many documents have term in their text; f must be open.
+func (f *termFilter) df(ctx context.Context, term []byte) (uint64, error) {
+	tfr, err := f.r.TermFieldReader(ctx, term, fieldText, false, false, false)
 	if err != nil {
-		return false
+		return 0, err
 	}
 	defer tfr.Close()
-	return tfr.Count() > f.limit
+	return tfr.Count(), nil
 }
 
 func (f *termFilter) close() {

@@ -27,10 +27,9 @@ const (
 // q asks for them, and not in text mode, which is the literal match.
 func expands(q *memory.SearchQuery) bool { return q.Expand && q.Mode != memory.ModeText }
 
-// expansionQuery is a clause matching the expansion words of text in the
-// message text at boost ExpansionWeight, or nil when there are none.
-func (x *Index) expansionQuery(text string) query.Query {
-	words := x.expansionWords(text)
+// expansionQuery is a clause matching words (expansionWords) in the message
+// text at boost ExpansionWeight, or nil when there are none.
+func (x *Index) expansionQuery(words []string) query.Query {
 	if len(words) == 0 {
 		return nil
 	}

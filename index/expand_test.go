@@ -49,11 +49,11 @@ func TestQueryExpansion(t *testing.T) {
 	// "cars" and "car" are one term: the query gets it once, and a query
 	// word's own term is never added as its neighbour.
 	for word, want := range map[string]string{"automobile": "cars vehicle", "car": "automobile"} {
-		if q, ok := on.expansionQuery(word).(*query.MatchQuery); !ok || q.Match != want {
-			t.Errorf("expansion of %q = %#v, want a match of %q", word, on.expansionQuery(word), want)
+		if q, ok := on.expansionQuery(on.expansionWords(word)).(*query.MatchQuery); !ok || q.Match != want {
+			t.Errorf("expansion of %q = %v, want a match of %q", word, on.expansionWords(word), want)
 		}
 	}
-	if q := on.expansionQuery("soup"); q != nil {
+	if q := on.expansionQuery(on.expansionWords("soup")); q != nil {
 		t.Fatalf("a word with no neighbours got an expansion clause: %v", q)
 	}
 	if _, err := Open(t.TempDir(), Options{ExpansionWeight: -1}); err == nil {

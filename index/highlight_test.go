@@ -39,7 +39,7 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 	defer r.Close()
 	for _, query := range []string{"deploy billing", "café", "walrus beach", "Caroline group sunday", "the deployments", "nothing matches zebra"} {
 		q := memory.SearchQuery{Tenant: "t", Text: query}
-		req := bleve.NewSearchRequestOptions(x.scopedQuery(&q, query, true), 10, 0, false)
+		req := bleve.NewSearchRequestOptions(x.scopedQuery(&q, query, nil, true), 10, 0, false)
 		req.IncludeLocations = true
 		res, err := x.text.Search(req)
 		if err != nil {

@@ -378,7 +378,7 @@ func TestFiltersDoNotScore(t *testing.T) {
 
 func bleveScores(t *testing.T, x *Index, q memory.SearchQuery) map[string]float64 {
 	t.Helper()
-	cs, err := x.searchText(context.Background(), &q, q.Text, 10)
+	cs, err := x.searchText(context.Background(), &q, q.Text, nil, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,10 +75,14 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	} else {
 		close(done)
 	}
-	var text string // what the text side searched for
+	var text string         // what the text side searched for
+	var expansions []string // and the neighbours of its words
 	if useText {
 		text = x.withoutCommonTerms(ctx, q.Text)
-		ts, terr = x.searchText(ctx, &q, text, n)
+		if expands(&q) {
+			expansions = x.expansionWords(text)
+		}
+		ts, terr = x.searchText(ctx, &q, text, expansions, n)
 	}
 	<-done
 	if terr != nil {
@@ -92,13 +96,7 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	if len(cs) > k {
 		cs = cs[:k]
 	}
-	marked := text // the words a snippet marks: with their expansions in hybrid mode
-	if q.Highlight && expands(&q) {
-		if words := x.expansionWords(text); len(words) > 0 {
-			marked += " " + strings.Join(words, " ")
-		}
-	}
-	return x.hits(cs, q.Highlight, marked)
+	return x.hits(cs, q.Highlight, strings.Join(append([]string{text}, expansions...), " "))
 }
 
 // hits turns the final candidates into memory.Hits, loading from Bleve what

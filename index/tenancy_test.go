@@ -103,7 +103,7 @@ func TestSecondTenantDuringUnfilteredSearch(t *testing.T) {
 
 func bleveScoresWith(t *testing.T, x *Index, q *memory.SearchQuery, byTenant bool) map[string]float64 {
 	t.Helper()
-	res, err := x.text.SearchInContext(context.Background(), bleve.NewSearchRequestOptions(x.scopedQuery(q, q.Text, byTenant), 10, 0, false))
+	res, err := x.text.SearchInContext(context.Background(), bleve.NewSearchRequestOptions(x.scopedQuery(q, q.Text, nil, byTenant), 10, 0, false))
 	if err != nil {
 		t.Fatal(err)
 	}

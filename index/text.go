@@ -257,9 +257,9 @@ func dateFilter(since, until time.Time) query.Query {
 
 // scopedQuery is the query for text (q.Text with common terms pruned)
 // restricted by q's filters (see filterQueries).
-func (x *Index) scopedQuery(q *memory.SearchQuery, text string, byTenant bool) query.Query {
+func (x *Index) scopedQuery(q *memory.SearchQuery, text string, expansions []string, byTenant bool) query.Query {
 	fs := filterQueries(q, byTenant)
-	tq := x.textQuery(text, expands(q))
+	tq := x.textQuery(text, expansions)
 	if len(fs) == 0 {
 		return tq
 	}
@@ -292,9 +292,9 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 // still pay for it on every matching document (a fifth of a search of one
 // common word at 100k). Bleve's coordination factor divides by the number of
 // clauses, so leaving one out scales every score of the query by the same
-// factor, which min-max fusion cancels. With near (hybrid mode), a clause of
-// the words' expansions joins them (see Options.Expander).
-func (x *Index) textQuery(text string, near bool) query.Query {
+// factor, which min-max fusion cancels. A clause of expansions, the words'
+// neighbours in meaning (see Options.Expander), joins them when given.
+func (x *Index) textQuery(text string, expansions []string) query.Query {
 	clause := func(field string, boost float64) query.Query {
 		m := bleve.NewMatchQuery(text)
 		m.SetField(field)
@@ -303,10 +303,8 @@ func (x *Index) textQuery(text string, near bool) query.Query {
 		return m
 	}
 	qs := []query.Query{clause(fieldText, 1)}
-	if near {
-		if eq := x.expansionQuery(text); eq != nil {
-			qs = append(qs, eq)
-		}
+	if eq := x.expansionQuery(expansions); eq != nil {
+		qs = append(qs, eq)
 	}
 	if x.opts.NameBoost > 0 || x.opts.WhenBoost > 0 {
 		occurs := x.fieldsWithAny(text, fieldName, fieldWhen)
@@ -377,15 +375,15 @@ type textCandidate struct {
 // In an index only q's tenant has written to, it searches without the tenant
 // filter; if another tenant's first documents arrived meanwhile (noteTenants
 // runs before they are committed), it searches again with it.
-func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, text string, n int) ([]textCandidate, error) {
+func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, text string, expansions []string, n int) ([]textCandidate, error) {
 	byTenant := !x.soleTenant(q.Tenant)
 	if testHookTenancyRead != nil {
 		testHookTenancyRead()
 	}
-	res, err := x.text.SearchInContext(ctx, bleve.NewSearchRequestOptions(x.scopedQuery(q, text, byTenant), n, 0, false))
+	res, err := x.text.SearchInContext(ctx, bleve.NewSearchRequestOptions(x.scopedQuery(q, text, expansions, byTenant), n, 0, false))
 	if err == nil && !byTenant {
 		if !x.soleTenant(q.Tenant) {
-			res, err = x.text.SearchInContext(ctx, bleve.NewSearchRequestOptions(x.scopedQuery(q, text, true), n, 0, false))
+			res, err = x.text.SearchInContext(ctx, bleve.NewSearchRequestOptions(x.scopedQuery(q, text, expansions, true), n, 0, false))
 		}
 	}
 	if err != nil {
