@@ -18,7 +18,9 @@ test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-# Each fuzz target for FUZZTIME; their seed corpora already run in `make test`.
+# Each fuzz target for FUZZTIME (a duration, or a count of inputs such as
+# 200x, which has no deadline to race: see .ci/run); their seed corpora
+# already run in `make test`.
 # A failing input is saved under the package's testdata/fuzz: commit it with
 # the fix, and it stays a regression test.
 FUZZTIME ?= 10s
