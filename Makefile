@@ -35,7 +35,7 @@ fuzz:
 	$(FUZZ) '^FuzzListQuery$$' ./httpapi
 	$(FUZZ) '^FuzzCount$$' ./tokenizer
 	$(FUZZ) '^FuzzMessageTokens$$' ./tokenizer
-	$(FUZZ) '^FuzzHeapBPE$$' ./tokenizer
+	$(FUZZ) '^FuzzSplit$$' ./tokenizer
 	$(FUZZ) '^FuzzExtractive$$' ./summarize
 	$(FUZZ) '^FuzzLLM$$' ./summarize
 	$(FUZZ) '^FuzzSearch$$' ./index

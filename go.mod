@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/blevesearch/bleve/v2 v2.6.1
 	github.com/blevesearch/bleve_index_api v1.4.1
+	github.com/dlclark/regexp2 v1.10.0
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/philippgille/chromem-go v0.7.0
@@ -46,7 +47,6 @@ require (
 	github.com/blevesearch/zapx/v16 v16.3.4 // indirect
 	github.com/blevesearch/zapx/v17 v17.2.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dlclark/regexp2 v1.10.0 // indirect
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

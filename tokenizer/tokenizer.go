@@ -1,9 +1,11 @@
-// Package tokenizer counts tokens exactly with tiktoken-go, offline.
+// Package tokenizer counts tokens exactly as OpenAI's tiktoken does,
+// offline: the ranks embedded in tiktoken-go-loader, tiktoken-go's split and
+// merge rules (split.go, bpe.go), checked against tiktoken-go itself.
 package tokenizer
 
 import (
-	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/ctxd/ctxd/memory"
 	"github.com/pkoukk/tiktoken-go"
@@ -15,24 +17,22 @@ import (
 func init() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) }
 
 // Tokenizer counts tokens in the encodings memory.ValidEncoding accepts. It
-// builds each encoding once per process (GetEncoding takes 60-250 ms) and is
-// safe for concurrent use.
+// builds each encoding once per process and is safe for concurrent use.
 type Tokenizer struct {
-	mu    sync.Mutex
-	encs  map[string]*tiktoken.Tiktoken
-	heaps map[string]*heapBPE // for text with long runs; see longpiece.go
+	mu   sync.Mutex
+	encs map[string]*bpe
 }
 
 // New returns a Tokenizer; encodings are built on first use.
 func New() *Tokenizer {
-	return &Tokenizer{encs: map[string]*tiktoken.Tiktoken{}, heaps: map[string]*heapBPE{}}
+	return &Tokenizer{encs: map[string]*bpe{}}
 }
 
 var _ memory.Tokenizer = (*Tokenizer)(nil)
 
-// Count returns the exact number of tokens of text in encoding.
-// EncodeOrdinary treats special-token text ("<|endoftext|>") as plain text:
-// stored content is untrusted, and Encode panics on it.
+// Count returns the exact number of tokens of text in encoding, as
+// tiktoken's EncodeOrdinary counts them: text that reads like a special
+// token ("<|endoftext|>") is plain text, since stored content is untrusted.
 func (t *Tokenizer) Count(encoding, text string) (int, error) {
 	if text == "" {
 		return 0, nil
@@ -41,30 +41,11 @@ func (t *Tokenizer) Count(encoding, text string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if hasLongRun(text) {
-		h, err := t.heap(encoding)
-		if err != nil {
-			return 0, err
-		}
-		return h.count(text)
+	if !utf8.ValidString(text) {
+		// tiktoken reads text as runes, each invalid byte becoming U+FFFD.
+		text = string([]rune(text))
 	}
-	return len(enc.EncodeOrdinary(text)), nil
-}
-
-// heap returns the heap-merge counter of an encoding, built on first use
-// (its ranks are a second copy: only texts with long runs pay for them).
-func (t *Tokenizer) heap(encoding string) (*heapBPE, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if h, ok := t.heaps[encoding]; ok {
-		return h, nil
-	}
-	h, err := newHeapBPE(encoding)
-	if err != nil {
-		return nil, err
-	}
-	t.heaps[encoding] = h
-	return h, nil
+	return enc.count(text), nil
 }
 
 // Warm builds the named encodings now, so the first request does not pay for it.
@@ -77,7 +58,7 @@ func (t *Tokenizer) Warm(encodings ...string) error {
 	return nil
 }
 
-func (t *Tokenizer) encoding(name string) (*tiktoken.Tiktoken, error) {
+func (t *Tokenizer) encoding(name string) (*bpe, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if enc, ok := t.encs[name]; ok {
@@ -86,9 +67,9 @@ func (t *Tokenizer) encoding(name string) (*tiktoken.Tiktoken, error) {
 	if !memory.ValidEncoding(name) {
 		return nil, memory.Errorf(memory.EINVALID, "encoding %q is not one of o200k_base, cl100k_base", name)
 	}
-	enc, err := tiktoken.GetEncoding(name)
+	enc, err := newBPE(name)
 	if err != nil {
-		return nil, fmt.Errorf("load encoding %s: %w", name, err)
+		return nil, err
 	}
 	t.encs[name] = enc
 	return enc, nil
