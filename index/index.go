@@ -150,7 +150,9 @@ var (
 var lockTimeout = 2 * time.Second
 
 // schemaVersion changes whenever the mapping or the document shape does.
-const schemaVersion = "1"
+// An index of another version is rebuilt from the store at start-up.
+// 2: the text field has no term vectors.
+const schemaVersion = "2"
 
 // Index implements memory.Index. It is safe for concurrent use.
 type Index struct {

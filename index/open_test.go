@@ -135,6 +135,23 @@ func TestOpenCorrupt(t *testing.T) {
 			t.Fatalf("err = %v, want ErrCorrupt", err)
 		}
 	})
+	t.Run("OtherSchema", func(t *testing.T) {
+		// An index written with an earlier mapping (version 1 stored term
+		// vectors) is reported for a rebuild, not searched as it is.
+		dir := filepath.Join(t.TempDir(), "idx")
+		x, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed(t, x)
+		if err := x.text.SetInternal(schemaKey, []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+		_ = x.Close()
+		if _, err := Open(dir, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `schema "1"`) {
+			t.Fatalf("err = %v, want ErrCorrupt for schema 1", err)
+		}
+	})
 	t.Run("NotAnIndex", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello"), 0o600); err != nil {

@@ -144,11 +144,11 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 		f.DocValues = false
 		return f
 	}
-	prose := func(store, vectors bool) *mapping.FieldMapping {
+	prose := func(store bool) *mapping.FieldMapping {
 		f := bleve.NewTextFieldMapping()
 		f.Analyzer = analyzerName
 		f.Store = store
-		f.IncludeTermVectors = vectors
+		f.IncludeTermVectors = false
 		f.IncludeInAll = false
 		f.DocValues = false
 		return f
@@ -168,10 +168,12 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	dm.AddFieldMappingsAt(fieldRole, keywordField(false))
 	dm.AddFieldMappingsAt(fieldState, keywordField(false))
 	dm.AddFieldMappingsAt(fieldKind, keywordField(false))
-	dm.AddFieldMappingsAt(fieldName, prose(false, false))
-	// text is stored with term vectors: snippets are cut from it.
-	dm.AddFieldMappingsAt(fieldText, prose(true, true))
-	dm.AddFieldMappingsAt(fieldWhen, prose(false, false))
+	dm.AddFieldMappingsAt(fieldName, prose(false))
+	// text is stored: snippets are cut from it. Without term vectors: a
+	// snippet finds its words by analysing the text again (highlight.go),
+	// and nothing else reads locations, so they only cost indexing time.
+	dm.AddFieldMappingsAt(fieldText, prose(true))
+	dm.AddFieldMappingsAt(fieldWhen, prose(false))
 	dm.AddFieldMappingsAt(fieldImportant, plain(bleve.NewBooleanFieldMapping()))
 	dm.AddFieldMappingsAt(fieldCreatedAt, plain(bleve.NewDateTimeFieldMapping()))
 	dm.AddFieldMappingsAt(fieldTokens, plain(bleve.NewNumericFieldMapping()))
