@@ -22,7 +22,10 @@ func (s *Server) putSession(c echo.Context) error {
 	if err != nil {
 		return memory.Errorf(memory.EINVALID, "metadata: %v", err)
 	}
-	pol := in.PolicyOverrides
+	pol, err := in.policy()
+	if err != nil {
+		return err
+	}
 	st, err := s.svc.PutSession(c.Request().Context(), id, memory.SessionUpdate{
 		ContextWindow: in.ContextWindow, Encoding: in.Encoding, Metadata: md, Policy: &pol})
 	if err != nil {

@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/ctxd/ctxd/memory"
@@ -95,6 +98,39 @@ type sessionIn struct {
 	Encoding      *string        `json:"encoding"`
 	Metadata      map[string]any `json:"metadata"`
 	memory.PolicyOverrides
+	// Policy is the nested form the status shows (GET, then PUT back with
+	// a change): the same names as the top-level overrides.
+	Policy *memory.PolicyOverrides `json:"policy"`
+}
+
+// policy is the overrides of both forms. A field set in both with two
+// values is refused: neither can be taken without ignoring the other.
+func (in *sessionIn) policy() (memory.PolicyOverrides, error) {
+	if in.Policy == nil {
+		return in.PolicyOverrides, nil
+	}
+	var top, nested map[string]any
+	if err := roundTrip(&in.PolicyOverrides, &top); err != nil {
+		return memory.PolicyOverrides{}, err
+	}
+	if err := roundTrip(in.Policy, &nested); err != nil {
+		return memory.PolicyOverrides{}, err
+	}
+	for _, k := range slices.Sorted(maps.Keys(nested)) {
+		if v, ok := top[k]; ok && v != nested[k] {
+			return memory.PolicyOverrides{}, memory.Errorf(memory.EINVALID,
+				"%s is %v but policy.%s is %v: set it once", k, v, k, nested[k])
+		}
+	}
+	return *in.PolicyOverrides.Merge(in.Policy), nil
+}
+
+func roundTrip(src, dst any) error {
+	b, err := json.Marshal(src)
+	if err != nil {
+		return fmt.Errorf("encode policy: %w", err)
+	}
+	return json.Unmarshal(b, dst)
 }
 
 type compactIn struct {

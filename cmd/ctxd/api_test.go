@@ -102,6 +102,45 @@ func TestSessionsAPI(t *testing.T) {
 	ts.mustDo(404, "DELETE", "/v1/sessions/nope", nil)
 }
 
+// The status shows the session's policy as a nested object; a client that
+// PUTs it back with a change gets the change. A field set both ways with two
+// values is refused, and the refusal changes nothing.
+func TestSessionPolicyRoundTrip(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	st := ts.mustDo(200, "PUT", "/v1/sessions/a", map[string]any{"context_window": 10000})
+	pol := st["policy"].(map[string]any)
+	if pol["relevance_cutoff"] == 0.2 || pol["keep_recent"] == float64(9) {
+		t.Fatalf("defaults already hold the test's values: %v", pol)
+	}
+	pol["relevance_cutoff"], pol["keep_recent"] = 0.2, 9
+	st["context_window"] = 12000
+	st = ts.mustDo(200, "PUT", "/v1/sessions/a", st)
+	got := ts.mustDo(200, "GET", "/v1/sessions/a", nil)
+	gp := got["policy"].(map[string]any)
+	if gp["relevance_cutoff"] != 0.2 || gp["keep_recent"] != float64(9) || got["context_window"] != float64(12000) {
+		t.Fatalf("after PUT of the changed status: %v", got)
+	}
+	// Both forms together, agreeing or on different fields: both apply.
+	ts.mustDo(200, "PUT", "/v1/sessions/a", map[string]any{"keep_recent": 7, "policy": map[string]any{"keep_recent": 7, "target_pct": 0.3}})
+	gp = ts.mustDo(200, "GET", "/v1/sessions/a", nil)["policy"].(map[string]any)
+	if gp["keep_recent"] != float64(7) || gp["target_pct"] != 0.3 {
+		t.Fatalf("after PUT of both forms: %v", gp)
+	}
+	before := ts.mustDo(200, "GET", "/v1/sessions/a", nil)
+	r := ts.do("PUT", "/v1/sessions/a", map[string]any{"keep_recent": 5, "policy": map[string]any{"keep_recent": 6}})
+	if r.Status != 400 || !strings.Contains(string(r.Raw), "policy.keep_recent") {
+		t.Fatalf("conflicting PUT = %d %s", r.Status, r.Raw)
+	}
+	ts.mustDo(400, "PUT", "/v1/sessions/a", map[string]any{"policy": map[string]any{"relevance_cutoff": "high"}})
+	ts.mustDo(400, "PUT", "/v1/sessions/a", map[string]any{"policy": map[string]any{"target_pct": 5}})
+	after := ts.mustDo(200, "GET", "/v1/sessions/a", nil)
+	delete(before, "updated_at")
+	delete(after, "updated_at")
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("refused PUTs changed the session:\n%v\n%v", before, after)
+	}
+}
+
 func TestMessagesPaging(t *testing.T) {
 	ts := startServer(t, t.TempDir())
 	var batch []map[string]any
