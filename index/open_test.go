@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -228,5 +229,35 @@ func TestClosed(t *testing.T) {
 	}
 	if err := x.Apply(context.Background(), memory.IndexBatch{}); err == nil {
 		t.Error("Apply after Close succeeded")
+	}
+}
+
+// Batches return before they are on disk (unsafe_batch); Close writes them
+// out, so a clean shutdown reopens at the last watermark with every
+// document, and needs no catch-up.
+func TestCloseKeepsEveryBatch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "idx")
+	x, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{msg("t", "s", fmt.Sprintf("m%02d", i), fmt.Sprintf("note number %d about walruses", i), 0)},
+			Watermark: uint64(i + 1)})
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	x, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if wm, err := x.Watermark(); err != nil || wm != 40 {
+		t.Fatalf("watermark after reopen = %d, %v; want 40", wm, err)
+	}
+	n, err := x.text.DocCount()
+	if err != nil || n != 40 {
+		t.Fatalf("%d documents after reopen, %v; want 40", n, err)
 	}
 }
