@@ -460,7 +460,7 @@ func (s *Service) scoreUnits(ctx context.Context, sess *Session, prompt string, 
 	}
 	for _, u := range units {
 		if u.protected == "" {
-			u.score = unitScore(u, scores)
+			u.score = unitScore(u, scores, 0)
 		}
 	}
 	return scores, nil

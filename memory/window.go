@@ -313,7 +313,8 @@ func (b *windowBuilder) takeAllIfFits() bool {
 
 // scoreWindow scores the window's units against the prompt.
 func (b *windowBuilder) scoreWindow(ctx context.Context) error {
-	scores, err := b.s.scoreMessages(ctx, b.sess, b.pol.scoringParams(), b.req.Prompt, b.qvec, b.window, b.window)
+	sp := b.params(b.pol.scoringParams())
+	scores, err := b.s.scoreMessages(ctx, b.sess, sp, b.req.Prompt, b.qvec, b.window, b.window)
 	if err != nil {
 		return err
 	}
@@ -321,15 +322,35 @@ func (b *windowBuilder) scoreWindow(ctx context.Context) error {
 		b.scores[id] = sc
 	}
 	for _, u := range b.units {
-		u.score = unitScore(u, scores)
+		u.score = unitScore(u, scores, sp.WhenBonus)
 	}
 	return nil
 }
 
-func unitScore(u *unit, scores map[string]scoring.Score) float64 {
-	best := 0.0
+// params are sp for this prompt: a prompt that asks when favours the
+// messages that state a time, the kind of thing that answers it.
+func (b *windowBuilder) params(sp scoring.Params) scoring.Params {
+	if scoring.AsksWhen(b.req.Prompt) {
+		sp.WhenBonus = scoring.DefaultWhenBonus
+	}
+	return sp
+}
+
+// unitScore is the score of a unit's best message. A unit states a time when
+// any of its messages does (a recovered turn asks, the reply after it says
+// when): the best message's score gets the bonus it would get for it.
+func unitScore(u *unit, scores map[string]scoring.Score, whenBonus float64) float64 {
+	best, bestWhen, anyWhen := 0.0, false, false
 	for _, m := range u.msgs {
-		best = max(best, scores[m.ID].Total)
+		sc := scores[m.ID]
+		when := sc.Components.When > 0
+		if sc.Total > best || (sc.Total == best && when) {
+			best, bestWhen = sc.Total, when
+		}
+		anyWhen = anyWhen || when
+	}
+	if anyWhen && !bestWhen {
+		best = min(best+whenBonus, 1)
 	}
 	return best
 }

@@ -39,7 +39,20 @@ type Params struct {
 	// not age a minute-old message, and a quiet day does not age the last
 	// turn).
 	HalfLife time.Duration `json:"half_life"`
+	// WhenBonus is added to the total of a candidate that states a time;
+	// the caller sets it for a prompt that asks when (AsksWhen), else 0.
+	// In [0,1].
+	WhenBonus float64 `json:"when_bonus,omitempty"`
 }
+
+// DefaultWhenBonus: LoCoMo dev, evidence in window (window 4096, budget
+// 2048), temporal %, with a recovered turn's answer brought along
+// (maxReplies): bonus 0 98.4/96.8/98.4; 0.05 100/98.4/96.8/98.4/96.8/98.4
+// (single-hop 89.5-91.7, multi-hop 66.6-71.3, overall 86.9-88.8); 0.1 on
+// cold candidates only 96.8 x3, open-domain 77.3 -> 68.2 (temporal evidence
+// that states no time lost its place). A tie-breaker, not a filter: a
+// fifth of the temporal evidence states no time.
+const DefaultWhenBonus = 0.05
 
 // DefaultParams are provisional; see the package documentation.
 var DefaultParams = Params{
@@ -72,6 +85,9 @@ func (p Params) Validate() error {
 	}
 	if math.IsNaN(p.HalfLifeTurns) || math.IsInf(p.HalfLifeTurns, 0) || p.HalfLifeTurns <= 0 {
 		return fmt.Errorf("scoring: half_life_turns: %v is not a finite number > 0", p.HalfLifeTurns)
+	}
+	if math.IsNaN(p.WhenBonus) || p.WhenBonus < 0 || p.WhenBonus > 1 {
+		return fmt.Errorf("scoring: when_bonus: %v is not in [0,1]", p.WhenBonus)
 	}
 	if p.HalfLife < 0 {
 		return fmt.Errorf("scoring: half_life: %v is negative", p.HalfLife)

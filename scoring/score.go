@@ -22,6 +22,9 @@ type Candidate struct {
 	// Cosine is the similarity of the message's vector to the prompt's, in
 	// [-1,1]; 0 if there is none.
 	Cosine float64
+	// StatesTime: the text states a time (see StatesTime). It counts only
+	// when Params.WhenBonus is set, for a prompt that asks when.
+	StatesTime bool
 }
 
 // Doc is one message of the session, for the references component.
@@ -37,6 +40,9 @@ type Components struct {
 	Recency    float64 `json:"recency"`
 	References float64 `json:"references"`
 	Importance float64 `json:"importance"`
+	// When is 1 for a message that states a time when the prompt asks when
+	// (Params.WhenBonus), else 0.
+	When float64 `json:"when,omitempty"`
 }
 
 // Score is one candidate's relevance.
@@ -50,7 +56,8 @@ type Score struct {
 }
 
 // ScoreAll scores every candidate against the current prompt, in the order
-// given. all is the whole session (candidates or not), for the references
+// given. With p.WhenBonus set (the prompt asks when), a candidate that
+// states a time has it added to its total. all is the whole session (candidates or not), for the references
 // component: a message counts as referring back when its Turn is greater.
 // newestTurn and now are the present, for recency. Non-finite BM25 or
 // cosine inputs count as 0.
@@ -78,7 +85,11 @@ func ScoreAll(p Params, cands []Candidate, all []Doc, newestTurn int, now time.T
 		if c.Important {
 			cs.Importance = 1
 		}
-		t := w.Similarity*cs.Similarity + w.Recency*cs.Recency + w.References*cs.References + w.Importance*cs.Importance
+		if c.StatesTime && p.WhenBonus > 0 {
+			cs.When = 1
+		}
+		t := w.Similarity*cs.Similarity + w.Recency*cs.Recency + w.References*cs.References + w.Importance*cs.Importance +
+			p.WhenBonus*cs.When
 		out[i].ID = c.ID
 		out[i].Total = clamp01(t) // rounding can reach 1+ulp
 		out[i].Components = cs
@@ -170,6 +181,9 @@ func Explain(s Score, p Params) string {
 	c := s.Components
 	line := fmt.Sprintf("%.2f = %.2f*sim %.2f + %.2f*rec %.2f + %.2f*ref %.2f + %.2f*imp %.0f",
 		s.Total, w.Similarity, c.Similarity, w.Recency, c.Recency, w.References, c.References, w.Importance, c.Importance)
+	if c.When > 0 {
+		line += fmt.Sprintf(" + %.2f*when 1", p.WhenBonus)
+	}
 	if len(s.Referenced) > 0 {
 		line += " (referenced: " + strings.Join(s.Referenced, ", ") + ")"
 	}

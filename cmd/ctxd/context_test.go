@@ -407,3 +407,94 @@ func TestContextRecoversTheOnlyColdMessage(t *testing.T) {
 	}
 	t.Fatalf("the only cold message was not recovered: %v", body["budget"])
 }
+
+// A recovered turn brings its reply along, and when the reply asks back, the
+// answer to that too: "How long have you been into it?" is answered by the
+// turn after it, which shares no word with the prompt. A turn written days
+// later is no reply and stays out.
+func TestContextRecoversTheAnswerToAQuestionAskedBack(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/qa", map[string]any{"context_window": 100_000, "keep_recent": 1})
+	day := time.Date(2024, 3, 1, 10, 0, 0, 0, time.UTC)
+	at := func(role, content string, t time.Time) map[string]any {
+		m := msg(role, content)
+		m["created_at"] = t.Format(time.RFC3339)
+		return m
+	}
+	ids := ts.store("qa",
+		at("user", "How long have you been making pottery, Mel?", day),
+		at("assistant", "Since I was seventeen or so. How long have you been into it?", day.Add(time.Minute)),
+		at("user", "Seven years now, and I finally found my muse.", day.Add(2*time.Minute)),
+		at("assistant", "Did you keep the pottery kiln you made pottery in for so long, Mel?", day.Add(3*time.Minute)),
+		at("user", "Good morning! The parade outside was loud.", day.Add(50*time.Hour)))
+	answer, nextDay := ids[2], ids[4]
+	var cold []string
+	cold = append(cold, ids...)
+	for i := 0; i < 12; i++ {
+		cold = append(cold, ts.store("qa", at("user", fmt.Sprintf("Decoy %d: pottery glaze, pottery wheels.", i), day.Add(60*time.Hour)))...)
+	}
+	for i := 0; i < 20; i++ {
+		ts.store("qa", msg([]string{"user", "assistant"}[i%2], chatter(i)))
+	}
+	// Drop the conversation straight in the store, as a compaction would.
+	ctx := memory.NewContextWithTenant(t.Context(), memory.DefaultTenant)
+	if _, err := ts.Main.Store.Update(ctx, memory.DefaultTenant, "qa", func(tx memory.SessionTx) error {
+		for _, id := range cold {
+			m, err := tx.Message(id)
+			if err != nil {
+				return err
+			}
+			m.State = memory.StateDropped
+			m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: time.Now(), RecoverableUntil: time.Now().Add(time.Hour)}
+			if err := tx.Put(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ts.store("qa", msg("user", "one more turn, so the index catches up")) // a write syncs the index
+	body := ts.mustDo(200, "POST", "/v1/sessions/qa/context", map[string]any{"prompt": "How long has Mel been making pottery?", "max_tokens": 220})
+	got := map[string]string{}
+	for _, x := range body["messages"].([]any) {
+		m := x.(map[string]any)
+		got[m["id"].(string)] = m["source"].(string)
+	}
+	if got[ids[0]] != "recovered" || got[answer] != "recovered" {
+		t.Fatalf("question %q, answer %q: want both recovered (window %v, budget %v)", got[ids[0]], got[answer], got, body["budget"])
+	}
+	if _, ok := got[nextDay]; ok {
+		t.Fatalf("the turn written two days after the matched one came along: %v", got)
+	}
+}
+
+// A prompt that asks when scores a turn that states a time up, and explain
+// says so; a turn that states none gets nothing.
+func TestContextWhenPromptScoresATurnThatStatesATime(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/w", map[string]any{"context_window": 100_000, "keep_recent": 1})
+	ids := ts.store("w", msg("user", "I went to the pottery class with my sister, it was great fun."),
+		msg("user", "I went to the pottery class with my sister last Saturday."))
+	for i := 0; i < 30; i++ {
+		ts.store("w", msg([]string{"user", "assistant"}[i%2], chatter(i)))
+	}
+	when := func(prompt string) map[string]any {
+		body := ts.mustDo(200, "POST", "/v1/sessions/w/context?explain=true", map[string]any{"prompt": prompt, "max_tokens": 300})
+		out := map[string]any{}
+		for _, x := range body["messages"].([]any) {
+			m := x.(map[string]any)
+			if m["id"] == ids[0] || m["id"] == ids[1] {
+				out[m["id"].(string)] = m["components"].(map[string]any)["when"]
+			}
+		}
+		return out
+	}
+	got := when("When did I go to the pottery class with my sister?")
+	if len(got) != 2 || got[ids[1]] != 1.0 || got[ids[0]] != nil {
+		t.Fatalf("when components %v; want 1 for the dated turn %s only", got, ids[1])
+	}
+	if got := when("Who did I go to the pottery class with?"); len(got) != 2 || got[ids[1]] != nil {
+		t.Fatalf("a prompt that does not ask when: when components %v, want none", got)
+	}
+}
