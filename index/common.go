@@ -115,7 +115,7 @@ func (f *termFilter) is(term []byte) bool {
 
 // df is how many documents have term in their text; f must be open.
 func (f *termFilter) df(ctx context.Context, term []byte) (uint64, error) {
-	if df, ok := f.cache.get(term); ok {
+	if df, ok := f.cache.get(fieldText, term); ok {
 		return df, nil
 	}
 	tfr, err := f.r.TermFieldReader(ctx, term, fieldText, false, false, false)
@@ -124,7 +124,7 @@ func (f *termFilter) df(ctx context.Context, term []byte) (uint64, error) {
 	}
 	defer tfr.Close()
 	df := tfr.Count()
-	f.cache.put(term, df)
+	f.cache.put(fieldText, term, df)
 	return df, nil
 }
 
