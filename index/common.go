@@ -80,10 +80,14 @@ func (x *Index) withoutCommonTerms(ctx context.Context, text string) string {
 type termFilter struct {
 	r     bindex.IndexReader
 	limit uint64
+	cache *dfCache
 }
 
 // commonFilter opens a termFilter; close it when done.
 func (x *Index) commonFilter() *termFilter {
+	// The generation first: the reader is then at least as new as the
+	// cache it fills.
+	cache := x.dfs()
 	adv, err := x.text.Advanced()
 	if err != nil {
 		return &termFilter{}
@@ -97,7 +101,7 @@ func (x *Index) commonFilter() *termFilter {
 		_ = r.Close()
 		return &termFilter{}
 	}
-	return &termFilter{r: r, limit: uint64(float64(docs) * commonTermShare)}
+	return &termFilter{r: r, limit: uint64(float64(docs) * commonTermShare), cache: cache}
 }
 
 // is reports whether term is in more than commonTermShare of the documents.
@@ -111,12 +115,17 @@ func (f *termFilter) is(term []byte) bool {
 
 // df is how many documents have term in their text; f must be open.
 func (f *termFilter) df(ctx context.Context, term []byte) (uint64, error) {
+	if df, ok := f.cache.get(fieldText, term); ok {
+		return df, nil
+	}
 	tfr, err := f.r.TermFieldReader(ctx, term, fieldText, false, false, false)
 	if err != nil {
 		return 0, err
 	}
 	defer tfr.Close()
-	return tfr.Count(), nil
+	df := tfr.Count()
+	f.cache.put(fieldText, term, df)
+	return df, nil
 }
 
 func (f *termFilter) close() {

@@ -23,40 +23,48 @@ type candidate struct {
 	text, vector float64
 	score        float64
 	textHit      bool // found by the text side: its snippet shows the matched words
+	// Ranks on each side from 1, 0 when that side did not find it.
+	textRank, vecRank int
 }
 
 // merge joins both sides' candidates by id, with each side's scores min-max
 // normalised over that side's candidates. A document one side did not find
-// gets 0 from it.
-func merge(ts []textCandidate, vs []vectorCandidate) ([]*candidate, map[string]int, map[string]int) {
-	byID := make(map[string]*candidate, len(ts)+len(vs))
+// gets 0 from it. Each side's rank (from 1) is kept on the candidate.
+func merge(ts []textCandidate, vs []vectorCandidate) []*candidate {
+	// One allocation for all candidates, and a map only for the ids the
+	// vector side may share with the text side: a search's garbage adds
+	// up across calls.
+	all := make([]candidate, 0, len(ts)+len(vs))
 	out := make([]*candidate, 0, len(ts)+len(vs))
-	textRank := make(map[string]int, len(ts))
-	vecRank := make(map[string]int, len(vs))
-	get := func(id string) *candidate {
-		c := byID[id]
-		if c == nil {
-			c = &candidate{id: id}
-			byID[id] = c
-			out = append(out, c)
-		}
+	byID := make(map[string]*candidate, len(ts))
+	add := func(id string) *candidate {
+		all = append(all, candidate{id: id})
+		c := &all[len(all)-1]
+		out = append(out, c)
 		return c
 	}
 	lo, hi := bounds(len(ts), func(i int) float64 { return ts[i].score })
 	for i, t := range ts {
-		c := get(t.id)
+		c := byID[t.id]
+		if c == nil {
+			c = add(t.id)
+			byID[t.id] = c
+		}
 		c.text = scale(t.score, lo, hi)
 		c.textHit = true
-		textRank[t.id] = i + 1
+		c.textRank = i + 1
 	}
 	lo, hi = bounds(len(vs), func(i int) float64 { return vs[i].score })
 	for i, v := range vs {
-		c := get(v.id)
+		c := byID[v.id]
+		if c == nil {
+			c = add(v.id)
+		}
 		c.vector = scale(v.score, lo, hi)
 		c.session = v.session
-		vecRank[v.id] = i + 1
+		c.vecRank = i + 1
 	}
-	return out, textRank, vecRank
+	return out
 }
 
 func bounds(n int, score func(int) float64) (lo, hi float64) {
@@ -83,7 +91,7 @@ func scale(s, lo, hi float64) float64 {
 
 // fuse merges both sides and ranks the result, best first.
 func fuse(ts []textCandidate, vs []vectorCandidate, opts *Options) []*candidate {
-	cs, textRank, vecRank := merge(ts, vs)
+	cs := merge(ts, vs)
 	switch {
 	case len(vs) == 0:
 		for _, c := range cs {
@@ -98,11 +106,11 @@ func fuse(ts []textCandidate, vs []vectorCandidate, opts *Options) []*candidate 
 		best := 2 / (k + 1)
 		for _, c := range cs {
 			var s float64
-			if r, ok := textRank[c.id]; ok {
-				s += 1 / (k + float64(r))
+			if c.textRank > 0 {
+				s += 1 / (k + float64(c.textRank))
 			}
-			if r, ok := vecRank[c.id]; ok {
-				s += 1 / (k + float64(r))
+			if c.vecRank > 0 {
+				s += 1 / (k + float64(c.vecRank))
 			}
 			c.score = s / best
 		}

@@ -168,6 +168,11 @@ type Index struct {
 	// documents and must not miss those a concurrent batch adds.
 	applyMu sync.Mutex
 	closed  atomic.Bool
+
+	// writes counts the batches applied to the text side: what was read
+	// from it between two of them stays true (see dfCache).
+	writes  atomic.Uint64
+	dfCache atomic.Pointer[dfCache]
 }
 
 var _ memory.Index = (*Index)(nil)
@@ -367,7 +372,10 @@ func (x *Index) Apply(ctx context.Context, b memory.IndexBatch) error {
 	var wm [8]byte
 	binary.BigEndian.PutUint64(wm[:], b.Watermark)
 	batch.SetInternal(watermarkKey, wm[:])
-	if err := x.text.Batch(batch); err != nil {
+	err := x.text.Batch(batch)
+	// Even a failed batch may have changed something: drop what was cached.
+	x.writes.Add(1)
+	if err != nil {
 		return fmt.Errorf("apply to index %s: %w", x.dir, err)
 	}
 

@@ -96,12 +96,24 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	if len(cs) > k {
 		cs = cs[:k]
 	}
+	if len(q.Sessions) == 1 {
+		// Every hit is of that session: a text hit need not be loaded from
+		// Bleve to learn it (for a context call's 100 cold candidates, that
+		// was a document read and decode each).
+		for _, c := range cs {
+			if c.session == "" {
+				c.session = q.Sessions[0]
+			}
+		}
+	}
 	return x.hits(cs, q.Highlight, strings.Join(append([]string{text}, expansions...), " "))
 }
 
 // hits turns the final candidates into memory.Hits, loading from Bleve what
 // they lack: the session of a text-only hit and the text of a snippet, which
-// marks the words of query. A text hit deleted since the search is left out.
+// marks the words of query. A text hit deleted since the search is left out
+// when it is loaded (a search of one session does not load it: the caller
+// resolves hits against the store, which has the truth).
 func (x *Index) hits(cs []*candidate, highlight bool, query string) ([]memory.Hit, error) {
 	out := make([]memory.Hit, 0, len(cs))
 	var r bindex.IndexReader

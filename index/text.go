@@ -334,6 +334,7 @@ func (x *Index) fieldsWithAny(text string, fields ...string) map[string]bool {
 		}
 		return out
 	}
+	cache := x.dfs() // before the reader: see commonFilter
 	an := x.text.Mapping().AnalyzerNamed(analyzerName)
 	adv, err := x.text.Advanced()
 	if an == nil || err != nil {
@@ -347,12 +348,16 @@ func (x *Index) fieldsWithAny(text string, fields ...string) map[string]bool {
 	toks := an.Analyze([]byte(text))
 	for _, f := range fields {
 		for _, tok := range toks {
-			tfr, err := r.TermFieldReader(context.Background(), tok.Term, f, false, false, false)
-			if err != nil {
-				return all()
+			n, ok := cache.get(f, tok.Term)
+			if !ok {
+				tfr, err := r.TermFieldReader(context.Background(), tok.Term, f, false, false, false)
+				if err != nil {
+					return all()
+				}
+				n = tfr.Count()
+				_ = tfr.Close()
+				cache.put(f, tok.Term, n)
 			}
-			n := tfr.Count()
-			_ = tfr.Close()
 			if n > 0 {
 				out[f] = true
 				break

@@ -43,6 +43,18 @@ func TestTextQueryLeavesOutEmptyClauses(t *testing.T) {
 	if hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "melanie", Mode: memory.ModeText}); len(hits) != 2 {
 		t.Errorf("melanie (name of a, text of c): %v", ids(hits))
 	}
+	// What occurs follows writes (the lookups are cached until one).
+	d := msg("t", "s", "d", "no comet tonight", 3)
+	d.Name = "Caroline"
+	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{d}, Watermark: 2})
+	if occurs := x.fieldsWithAny("caroline comet", fieldName, fieldWhen); !occurs[fieldName] {
+		t.Errorf("after a write, caroline comet occurs in %v", occurs)
+	}
+	x.fieldsWithAny("melanie", fieldName) // cached
+	mustApply(t, x, memory.IndexBatch{Deletes: []*memory.Message{a}, Watermark: 3})
+	if occurs := x.fieldsWithAny("melanie", fieldName); occurs[fieldName] {
+		t.Errorf("after a's delete, melanie occurs in %v", occurs)
+	}
 }
 
 func clauseOn(text, field string, boost float64) *query.MatchQuery {

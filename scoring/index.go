@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -112,27 +113,44 @@ func buildIndex(all []Doc, cands []Candidate, shards int) *refIndex {
 	x.starts = append(x.starts, int32(len(x.flat)))
 	for _, p := range parts[1:] {
 		x.merge(p)
+		p.release()
 	}
 	x.counting = false
 	x.candMention = candMention
-	x.stats = make([]termStat, len(x.ends))
+	x.stats = slices.Grow(x.stats[:0], len(x.ends))[:len(x.ends)]
+	clear(x.stats)
 	for _, e := range x.flat {
 		x.stats[e>>4].df++
 	}
 	return x
 }
 
+// refIndexes keeps the buffers of finished indexes: a context call builds
+// two, and their tables and term lists were a fifth of what it allocated.
+var refIndexes = sync.Pool{New: func() any { return new(refIndex) }}
+
 func newRefIndex(seed maphash.Seed, ids map[string]uint32, idMin, idMax int, names [][]byte, terms int) *refIndex {
-	x := &refIndex{
-		vocab:    newTermTable(seed, terms/32),
-		flat:     make([]uint32, 0, terms),
+	x := refIndexes.Get().(*refIndex)
+	buf := x.sc.buf[:0]
+	if buf == nil {
+		buf = make([]byte, 0, 64)
+	}
+	*x = refIndex{
+		vocab:    x.vocab.reset(seed, terms/32),
+		text:     x.text[:0],
+		ends:     x.ends[:0],
+		hashes:   x.hashes[:0],
+		stats:    x.stats[:0],
+		seen:     x.seen[:0],
+		flat:     slices.Grow(x.flat[:0], terms),
+		starts:   x.starts[:0],
 		ids:      ids,
 		idMin:    idMin,
 		idMax:    idMax,
 		mentions: uint32(len(names)),
 		counting: true,
 	}
-	x.sc = scanner{emit: x.add, idMin: idMin, idMax: idMax, buf: make([]byte, 0, 64)}
+	x.sc = scanner{emit: x.add, idMin: idMin, idMax: idMax, buf: buf}
 	x.newTerm(nil, 0)
 	for _, n := range names {
 		x.newTerm(n, 0)
@@ -141,6 +159,12 @@ func newRefIndex(seed maphash.Seed, ids map[string]uint32, idMin, idMax int, nam
 		x.vocab.put([]byte(w), stopTerm)
 	}
 	return x
+}
+
+// release hands x's buffers to the next index; x must not be used after.
+func (x *refIndex) release() {
+	x.ids, x.candMention, x.sc = nil, nil, scanner{buf: x.sc.buf}
+	refIndexes.Put(x)
 }
 
 func (x *refIndex) newTerm(w []byte, h uint64) uint32 {

@@ -18,12 +18,23 @@ type termSlot struct {
 	tid uint32
 }
 
-func newTermTable(seed maphash.Seed, size int) *termTable {
+// reset empties t for at least size terms, keeping its slots when they are
+// enough; a nil t makes a new table.
+func (t *termTable) reset(seed maphash.Seed, size int) *termTable {
 	n := 1024
 	for n < 2*size {
 		n *= 2
 	}
-	return &termTable{seed: seed, slots: make([]termSlot, n)}
+	if t == nil {
+		t = &termTable{}
+	}
+	if len(t.slots) >= n {
+		clear(t.slots)
+	} else {
+		t.slots = make([]termSlot, n)
+	}
+	t.seed, t.n = seed, 0
+	return t
 }
 
 // hash returns the hash of key, never 0.

@@ -75,6 +75,7 @@ func references(cands []Candidate, all []Doc, shards int) []refResult {
 		return out
 	}
 	x := buildIndex(all, cands, shards)
+	defer x.release()
 	n := len(all)
 
 	docs := newestFirst(n, func(i int) int { return all[i].Turn })

@@ -479,3 +479,17 @@ func TestExplain(t *testing.T) {
 		t.Error("Explain is not one line")
 	}
 }
+
+// Indexes reuse the buffers of earlier ones: scoring a session after a
+// larger, different one gives what it gave before.
+func TestReferencesAfterOtherSessions(t *testing.T) {
+	small, smallDocs := session(50, 11)
+	want := references(small, smallDocs, 1)
+	for _, seed := range []uint64{12, 13} {
+		big, bigDocs := session(2000, seed)
+		references(big, bigDocs, 4)
+		if got := references(small, smallDocs, 1); !reflect.DeepEqual(got, want) {
+			t.Fatalf("after a session of seed %d the scores changed", seed)
+		}
+	}
+}

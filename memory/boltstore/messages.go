@@ -88,19 +88,20 @@ func (s *Store) Messages(ctx context.Context, tenant, sessionID string, q memory
 			return err
 		}
 		var err error
-		out, err = listMessages(tx, tenant, sessionID, q, q.Vectors)
+		out, err = listMessages(tx, tenant, sessionID, q, q.Vectors, s.decoded.decode)
 		return err
 	})
 	return out, err
 }
 
-// listMessages scans a session in seq order. With a state filter it walks
-// the state index and reads only the matching records.
-func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, withVectors bool) ([]*memory.Message, error) {
+// listMessages scans a session in seq order, decoding records with decode
+// (given each record's key and bytes). With a state filter it walks the
+// state index and reads only the matching records.
+func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, withVectors bool, decode recordDecoder) ([]*memory.Message, error) {
 	msgs, vecs := tx.Bucket(bucketMessages), tx.Bucket(bucketVectors)
 	var out []*memory.Message
-	add := func(v []byte) (bool, error) {
-		m, err := decodeMessage(v)
+	add := func(k, v []byte) (bool, error) {
+		m, err := decode(k, v)
 		if err != nil {
 			return false, err
 		}
@@ -118,7 +119,7 @@ func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, 
 		prefix := messagePrefix(tenant, sessionID)
 		c := msgs.Cursor()
 		for k, v := c.Seek(messageKey(tenant, sessionID, q.AfterSeq+1)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if done, err := add(v); err != nil || done {
+			if done, err := add(k, v); err != nil || done {
 				return out, err
 			}
 		}
@@ -138,11 +139,12 @@ func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, 
 	}
 	slices.Sort(seqs)
 	for _, seq := range seqs {
-		v := msgs.Get(messageKey(tenant, sessionID, seq))
+		k := messageKey(tenant, sessionID, seq)
+		v := msgs.Get(k)
 		if v == nil {
 			return nil, fmt.Errorf("state index names missing message %s/%d", sessionID, seq)
 		}
-		if done, err := add(v); err != nil || done {
+		if done, err := add(k, v); err != nil || done {
 			return out, err
 		}
 	}
@@ -165,7 +167,7 @@ func (s *Store) MessagesByID(ctx context.Context, tenant string, ids []string, w
 			if v == nil {
 				return fmt.Errorf("message %s: id entry without record", id)
 			}
-			m, err := decodeMessage(v)
+			m, err := s.decoded.decode(key, v)
 			if err != nil {
 				return err
 			}
@@ -316,3 +318,11 @@ func (s *Store) SetMeta(ctx context.Context, key, value string) error {
 		return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value))
 	})
 }
+
+// recordDecoder decodes the message record v stored at key k.
+type recordDecoder func(k, v []byte) (*memory.Message, error)
+
+// decodeRecord is a recordDecoder without a cache: for write transactions,
+// whose callers change what they read, and for full scans, which would push
+// the windows out of the cache.
+func decodeRecord(_, v []byte) (*memory.Message, error) { return decodeMessage(v) }

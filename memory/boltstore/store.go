@@ -49,6 +49,7 @@ type Store struct {
 	// reserve is the free disk space below which Append refuses; see
 	// ReserveDisk.
 	reserve atomic.Int64
+	decoded *decodeCache // read transactions' message records
 }
 
 var _ memory.Store = (*Store)(nil)
@@ -73,7 +74,7 @@ func Open(path string, readOnly bool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path}
+	s := &Store{db: db, path: path, decoded: newDecodeCache(decodeCacheBytes)}
 	if readOnly {
 		return s, nil
 	}
@@ -177,45 +178,71 @@ func encodeVector(m *memory.Message) []byte {
 // decodeVectorRecord fills id, tenant, session, state, role, kind (version
 // 2), time and vector.
 func decodeVectorRecord(id string, b []byte) (*memory.Message, error) {
-	bad := fmt.Errorf("vector record %s is damaged", id)
-	head := 3 // version 1: no flags byte
-	if len(b) > 0 && b[0] == vectorRecordVersion {
-		head = 4
-	}
-	if len(b) < head+8 || (b[0] != 1 && b[0] != vectorRecordVersion) {
-		return nil, bad
+	h, err := readVectorHeader(id, b)
+	if err != nil {
+		return nil, err
 	}
 	m := &memory.Message{ID: id, State: stateOf(b[1]), Role: roleOf(b[2]),
-		CreatedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[head:head+8]))).UTC()}
-	if head == 4 && b[3]&vectorFlagSummary != 0 {
+		CreatedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[h.head:h.head+8]))).UTC(),
+		Tenant:    string(h.tenant), SessionID: string(h.session), Vector: floats(h.vector)}
+	if h.summary {
 		m.Kind = memory.KindSummary
-	}
-	rest := b[head+8:]
-	for _, dst := range []*string{&m.Tenant, &m.SessionID} {
-		n, k := binary.Uvarint(rest)
-		if k <= 0 || uint64(len(rest)-k) < n {
-			return nil, bad
-		}
-		*dst = string(rest[k : k+int(n)])
-		rest = rest[k+int(n):]
-	}
-	if len(rest)%4 != 0 {
-		return nil, bad
-	}
-	m.Vector = make([]float32, len(rest)/4)
-	for i := range m.Vector {
-		m.Vector[i] = math.Float32frombits(binary.LittleEndian.Uint32(rest[4*i:]))
 	}
 	return m, nil
 }
 
-// decodeVector reads just the vector of a record.
+// decodeVector reads only the vector of a record: a window's messages need
+// it and have the rest from their JSON (a Message and two strings per
+// message were most of what loading a window's vectors allocated).
 func decodeVector(id string, b []byte) ([]float32, error) {
-	m, err := decodeVectorRecord(id, b)
+	h, err := readVectorHeader(id, b)
 	if err != nil {
 		return nil, err
 	}
-	return m.Vector, nil
+	return floats(h.vector), nil
+}
+
+// vectorHeader is a vector record split into its parts, unconverted.
+type vectorHeader struct {
+	head            int // offset of created_at
+	summary         bool
+	tenant, session []byte
+	vector          []byte
+}
+
+func readVectorHeader(id string, b []byte) (vectorHeader, error) {
+	bad := fmt.Errorf("vector record %s is damaged", id)
+	h := vectorHeader{head: 3} // version 1: no flags byte
+	if len(b) > 0 && b[0] == vectorRecordVersion {
+		h.head = 4
+	}
+	if len(b) < h.head+8 || (b[0] != 1 && b[0] != vectorRecordVersion) {
+		return h, bad
+	}
+	h.summary = h.head == 4 && b[3]&vectorFlagSummary != 0
+	rest := b[h.head+8:]
+	for _, dst := range []*[]byte{&h.tenant, &h.session} {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || uint64(len(rest)-k) < n {
+			return h, bad
+		}
+		*dst = rest[k : k+int(n)]
+		rest = rest[k+int(n):]
+	}
+	if len(rest)%4 != 0 {
+		return h, bad
+	}
+	h.vector = rest
+	return h, nil
+}
+
+// floats decodes little-endian float32s.
+func floats(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
 }
 
 var roles = []memory.Role{memory.RoleSystem, memory.RoleUser, memory.RoleAssistant, memory.RoleTool}

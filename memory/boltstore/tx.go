@@ -56,7 +56,7 @@ func (t *sessionTx) Message(id string) (*memory.Message, error) {
 }
 
 func (t *sessionTx) Messages(q memory.MessageQuery) ([]*memory.Message, error) {
-	return listMessages(t.tx, t.sess.Tenant, t.sess.ID, q, true)
+	return listMessages(t.tx, t.sess.Tenant, t.sess.ID, q, true, decodeRecord)
 }
 
 // Put saves a changed message and moves the session's counters from the old

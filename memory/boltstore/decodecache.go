@@ -1,0 +1,134 @@
+package boltstore
+
+import (
+	"bytes"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+// decodeCache keeps decoded message records by their key, each with the
+// record's bytes: a hit is a record whose bytes are still exactly those, so
+// it cannot be stale whatever was written meanwhile. A context call reads
+// its session's whole window every time, and decoding its JSON was a
+// sixth of the call's CPU and of what it allocated.
+//
+// Two generations approximate LRU at the cost of two maps: entries are
+// added to the current one; a hit in the previous one moves the entry up;
+// when the current one is full it becomes the previous one and the old
+// previous one is dropped.
+type decodeCache struct {
+	mu         sync.Mutex
+	cur, prev  map[string]*decoded
+	curBytes   int
+	limitBytes int // of record bytes per generation
+}
+
+type decoded struct {
+	raw []byte
+	m   *memory.Message // never handed out: callers get copies
+}
+
+// decodeCacheBytes bounds each generation by the size of its records (the
+// decoded messages take about as much again): 4 MiB holds the windows of
+// a few dozen busy sessions.
+const decodeCacheBytes = 4 << 20
+
+func newDecodeCache(limit int) *decodeCache {
+	return &decodeCache{cur: map[string]*decoded{}, prev: map[string]*decoded{}, limitBytes: limit}
+}
+
+// decode returns the message stored at key as raw, from the cache when raw
+// is what was cached for key.
+func (c *decodeCache) decode(key, raw []byte) (*memory.Message, error) {
+	if m := c.get(key, raw); m != nil {
+		return m, nil
+	}
+	m, err := decodeMessage(raw)
+	if err != nil {
+		return nil, err
+	}
+	c.put(key, raw, cloneMessage(m))
+	return m, nil
+}
+
+func (c *decodeCache) get(key, raw []byte) *memory.Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.cur[string(key)]
+	if !ok {
+		if d, ok = c.prev[string(key)]; ok {
+			delete(c.prev, string(key))
+			c.add(string(key), d)
+		}
+	}
+	if !ok || !bytes.Equal(d.raw, raw) {
+		return nil
+	}
+	return cloneMessage(d.m)
+}
+
+func (c *decodeCache) put(key, raw []byte, m *memory.Message) {
+	if len(raw) > c.limitBytes/16 {
+		return // one huge record would push out many small ones
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.cur[string(key)]; ok {
+		c.curBytes -= len(old.raw)
+	}
+	c.add(string(key), &decoded{raw: bytes.Clone(raw), m: m})
+}
+
+// add puts d in the current generation, first turning a full one into the
+// previous one; c.mu is held.
+func (c *decodeCache) add(key string, d *decoded) {
+	if c.curBytes+len(d.raw) > c.limitBytes {
+		c.prev, c.cur, c.curBytes = c.cur, map[string]*decoded{}, 0
+	}
+	c.cur[key] = d
+	c.curBytes += len(d.raw)
+}
+
+// cloneMessage copies m deeply enough that changing the copy, its cold and
+// prune records, tool calls, sources or metadata leaves m as it was. The
+// vector is not copied: cached messages have none (it is read apart).
+func cloneMessage(m *memory.Message) *memory.Message {
+	c := *m
+	if m.Cold != nil {
+		cold := *m.Cold
+		c.Cold = &cold
+	}
+	if m.Prune != nil {
+		p := *m.Prune
+		c.Prune = &p
+	}
+	c.ToolCalls = slices.Clone(m.ToolCalls)
+	c.Sources = slices.Clone(m.Sources)
+	if m.Metadata != nil {
+		c.Metadata = cloneJSON(m.Metadata).(map[string]any)
+	}
+	return &c
+}
+
+// cloneJSON deep-copies a value decoded from JSON into an any.
+func cloneJSON(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := maps.Clone(v)
+		for k, x := range out {
+			out[k] = cloneJSON(x)
+		}
+		return out
+	case []any:
+		out := slices.Clone(v)
+		for i, x := range out {
+			out[i] = cloneJSON(x)
+		}
+		return out
+	default:
+		return v // string, float64, bool, nil: values
+	}
+}
