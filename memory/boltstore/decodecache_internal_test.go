@@ -41,3 +41,52 @@ func TestDecodeCacheBounded(t *testing.T) {
 		}
 	}
 }
+
+// cloneMessage copies every field of Message that refers to memory (the
+// cache's copy must not change when a caller changes its own). A field
+// added to Message, or to the structs it points to, fails here until
+// cloneMessage copies it.
+func TestCloneMessageCoversEveryReferenceField(t *testing.T) {
+	m := &memory.Message{ToolCalls: []memory.ToolCall{{ID: "c"}}, Metadata: map[string]any{"k": []any{"v"}},
+		Sources: []string{"s"}, Cold: &memory.ColdInfo{}, Prune: &memory.PruneCosts{}}
+	c := cloneMessage(m)
+	mv, cv := reflect.ValueOf(m).Elem(), reflect.ValueOf(c).Elem()
+	for i := range mv.NumField() {
+		f := mv.Type().Field(i)
+		switch f.Type.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map:
+		default:
+			continue
+		}
+		if f.Name == "Vector" {
+			continue // read apart; cached messages have none
+		}
+		if mv.Field(i).IsNil() {
+			t.Errorf("the test leaves Message.%s nil: set it", f.Name)
+			continue
+		}
+		if mv.Field(i).Pointer() == cv.Field(i).Pointer() {
+			t.Errorf("cloneMessage shares Message.%s with the cached message", f.Name)
+		}
+		if f.Type.Kind() != reflect.Map && f.Type.Elem().Kind() == reflect.Struct {
+			assertNoReferences(t, f.Type.Elem()) // copied by value
+		}
+	}
+	if m.Metadata["k"].([]any)[0] = "changed"; c.Metadata["k"].([]any)[0] != "v" {
+		t.Error("cloneMessage shares nested metadata")
+	}
+}
+
+// assertNoReferences fails if the struct type holds pointers, slices or
+// maps: cloneMessage copies those structs by value.
+func assertNoReferences(t *testing.T, typ reflect.Type) {
+	t.Helper()
+	for i := range typ.NumField() {
+		switch f := typ.Field(i); f.Type.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
+			t.Errorf("%s.%s is a reference: cloneMessage copies %s by value", typ.Name(), f.Name, typ.Name())
+		case reflect.Struct:
+			assertNoReferences(t, f.Type)
+		}
+	}
+}
