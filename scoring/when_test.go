@@ -1,6 +1,7 @@
 package scoring
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestWhenBonusRanksATimeFirst(t *testing.T) {
 	if on[0].Total != off[0].Total {
 		t.Fatalf("the undated message moved from %v to %v", off[0].Total, on[0].Total)
 	}
-	if line := Explain(on[1], p); !strings.Contains(line, "+ 0.05*when 1") {
+	if line := Explain(on[1], p); !strings.Contains(line, fmt.Sprintf("+ %.2f*when 1", DefaultWhenBonus)) {
 		t.Fatalf("Explain = %q, want the when bonus", line)
 	}
 	p.WhenBonus = 1.5

@@ -114,7 +114,7 @@ func TestSessionPolicyRoundTrip(t *testing.T) {
 	}
 	pol["relevance_cutoff"], pol["keep_recent"] = 0.2, 9
 	st["context_window"] = 12000
-	st = ts.mustDo(200, "PUT", "/v1/sessions/a", st)
+	ts.mustDo(200, "PUT", "/v1/sessions/a", st)
 	got := ts.mustDo(200, "GET", "/v1/sessions/a", nil)
 	gp := got["policy"].(map[string]any)
 	if gp["relevance_cutoff"] != 0.2 || gp["keep_recent"] != float64(9) || got["context_window"] != float64(12000) {

@@ -51,7 +51,7 @@ const (
 func newEvalCmd() *cobra.Command {
 	var o evalOptions
 	var ks string
-	var asJSON, noContext bool
+	var asJSON, noContext, misses bool
 	cmd := &cobra.Command{
 		Use:   "eval --turns turns.jsonl --questions questions.jsonl --out results.jsonl",
 		Short: "Measure evidence retrieval on a long-conversation benchmark (e.g. LoCoMo)",
@@ -92,6 +92,9 @@ func newEvalCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if misses && rep.Context != nil {
+				rep.Context.writeMisses(cmd.ErrOrStderr())
+			}
 			if asJSON {
 				return rep.writeJSON(cmd.OutOrStdout())
 			}
@@ -108,6 +111,7 @@ func newEvalCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print the numbers as JSON instead of tables")
 	f.BoolVar(&o.SkipAdversarial, "skip-adversarial", true, "skip adversarial (unanswerable) questions, as score.py does by default")
 	f.BoolVar(&noContext, "no-context", false, "skip the evidence-in-window part (ctx- sessions, context endpoint, baselines)")
+	f.BoolVar(&misses, "misses", false, "list on stderr each question whose evidence ctxd's window missed, beside what the baselines found")
 	f.IntVar(&o.Window, "window", 4096, "context_window of the ctx- sessions, in tokens")
 	f.IntVar(&o.Budget, "budget", 2048, "max_tokens of each context call, and the budget of the baselines")
 	f.IntVar(&o.ContextBatch, "context-batch", 2, "turns per write to the ctx- sessions (auto-compaction runs on writes)")

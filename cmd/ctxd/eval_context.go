@@ -104,6 +104,7 @@ type ctxQuestion struct {
 	Used     [ctxMethods]int      // tokens each window costs, prompt and priming included
 	Source   map[string]string    // evidence turn id -> ctxd window source
 	Recov    []string             // evidence turn ids this context call recovered
+	Missing  []string             // evidence turn ids not in ctxd's window, sorted
 	Latency  time.Duration
 }
 
@@ -423,6 +424,12 @@ func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter,
 		}
 	}
 	res.Found[ctxMethodCtxd] = evidenceIn(window, gold)
+	for id := range gold {
+		if !slices.Contains(res.Found[ctxMethodCtxd], id) {
+			res.Missing = append(res.Missing, id)
+		}
+	}
+	slices.Sort(res.Missing)
 
 	// The window after the call (a call may recover and compact).
 	st, err := ctxStatusOf(ctx, cl, c.CtxSessionID)
@@ -572,6 +579,21 @@ func (r *ctxReport) evidenceRecovered() int {
 		}
 	}
 	return n
+}
+
+// writeMisses lists the questions whose evidence ctxd's window missed: the
+// place to start when a category falls behind a baseline.
+func (r *ctxReport) writeMisses(w io.Writer) {
+	for _, q := range r.Questions {
+		if len(q.Missing) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "miss q%s %s: missing %s;", q.QID, q.Category, strings.Join(q.Missing, " "))
+		for m := range ctxMethods {
+			fmt.Fprintf(w, " %s %d/%d", ctxMethodNames[m], len(q.Found[m]), q.Evidence)
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func (r *ctxReport) writeText(w io.Writer) {

@@ -84,6 +84,27 @@ func TestEvalContext(t *testing.T) {
 			q0.Found[ctxMethodCtxd], q0.Recov, q0.Source)
 	}
 
+	// --misses lists exactly the questions with evidence missing from
+	// ctxd's window, naming the turns.
+	var misses strings.Builder
+	r.writeMisses(&misses)
+	listed := 0
+	for _, q := range r.Questions {
+		line := "miss q" + q.QID + " "
+		if got := strings.Contains(misses.String(), line); got != (len(q.Missing) > 0) {
+			t.Errorf("question %s: listed %v, missing %v:\n%s", q.QID, got, q.Missing, misses.String())
+		}
+		if len(q.Missing)+len(q.Found[ctxMethodCtxd]) != q.Evidence {
+			t.Errorf("question %s: %d missing + %d found != %d evidence", q.QID, len(q.Missing), len(q.Found[ctxMethodCtxd]), q.Evidence)
+		}
+		if len(q.Missing) > 0 {
+			listed++
+		}
+	}
+	if strings.Count(misses.String(), "\n") != listed {
+		t.Errorf("%d lines for %d questions with misses:\n%s", strings.Count(misses.String(), "\n"), listed, misses.String())
+	}
+
 	if len(r.Convs) != 1 {
 		t.Fatalf("%d ctx sessions, want 1", len(r.Convs))
 	}
