@@ -136,6 +136,11 @@ func setDefault(v *int, def int) {
 // data: Remove it and rebuild from the store.
 var ErrCorrupt = errors.New("index is corrupt or incompatible")
 
+// ErrSchema marks an index written by a version of ctxd with another
+// mapping (schemaVersion): nothing is wrong with it, but it must be rebuilt.
+// It is an ErrCorrupt too.
+var ErrSchema = fmt.Errorf("%w: written with another schema", ErrCorrupt)
+
 // ErrInUse marks an index another process holds open (a running server).
 var ErrInUse = errors.New("in use by another process")
 
@@ -256,7 +261,7 @@ func openExisting(dir string, cfg map[string]any) (text bleve.Index, err error) 
 	if err != nil || string(v) != schemaVersion {
 		_ = text.Close()
 		if err == nil {
-			err = fmt.Errorf("schema %q, want %q", v, schemaVersion)
+			return nil, fmt.Errorf("open index %s: %w (schema %q, want %q)", dir, ErrSchema, v, schemaVersion)
 		}
 		return nil, fmt.Errorf("open index %s: %w: %w", dir, ErrCorrupt, err)
 	}

@@ -149,8 +149,8 @@ func TestOpenCorrupt(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = x.Close()
-		if _, err := Open(dir, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `schema "1"`) {
-			t.Fatalf("err = %v, want ErrCorrupt for schema 1", err)
+		if _, err := Open(dir, Options{}); !errors.Is(err, ErrSchema) || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `schema "1"`) {
+			t.Fatalf("err = %v, want ErrSchema (an ErrCorrupt) for schema 1", err)
 		}
 	})
 	t.Run("NotAnIndex", func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blevesearch/bleve/v2"
+
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -261,6 +263,34 @@ func TestIndexDeletedIsRebuilt(t *testing.T) {
 	got := idsOf(ts.search(map[string]any{"query": "quarterly report due", "mode": "text"}))
 	if len(got) == 0 || got[0] != ids1[0] {
 		t.Fatalf("after index removal, search = %v", got)
+	}
+}
+
+// An index written by a version with another mapping is rebuilt in place
+// at start-up: removed, not kept aside as a broken one.
+func TestIndexOfAnotherSchemaIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, dir)
+	want := ts.store("r", msg("user", "the lighthouse keeper logs the storms"))
+	ts.Stop()
+	// The server's index returns from a write before it is on disk; this
+	// write must be (the index's config says unsafe_batch: override it).
+	idx, err := bleve.OpenUsing(filepath.Join(dir, "index"), map[string]any{"unsafe_batch": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.SetInternal([]byte("ctxd.schema"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ts = startServer(t, dir)
+	if got := idsOf(ts.search(map[string]any{"query": "lighthouse storms", "mode": "text"})); len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("after the schema change, search = %v", got)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(dir, "index.broken-*")); len(aside) != 0 {
+		t.Fatalf("the old index was kept aside as broken: %v", aside)
 	}
 }
 

@@ -250,7 +250,8 @@ const (
 
 // openIndex opens the full-text index; one that cannot be opened, or that is
 // ahead of the store (it belongs to another store), is moved aside and
-// rebuilt from the store, the truth.
+// rebuilt from the store, the truth. One written with another schema (an
+// upgrade) is removed and rebuilt.
 func openIndex(log *slog.Logger, dir string, opts index.Options, store memory.Store) (*index.Index, error) {
 	idx, err := index.Open(dir, opts)
 	if err != nil && !errors.Is(err, index.ErrCorrupt) {
@@ -264,6 +265,14 @@ func openIndex(log *slog.Logger, dir string, opts index.Options, store memory.St
 		}
 		idx.Close()
 		err = fmt.Errorf("index watermark %d is ahead of the store (%d) or unreadable (%v)", wm, last, errors.Join(werr, lerr))
+	}
+	if errors.Is(err, index.ErrSchema) {
+		// An upgrade, not damage: nothing to keep for a post-mortem.
+		log.Warn("index written by another version of ctxd; rebuilding it from the store", "err", err)
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			return nil, fmt.Errorf("remove index of another schema %s: %w", dir, rerr)
+		}
+		return index.Open(dir, opts)
 	}
 	aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().Unix())
 	log.Error("index unusable; moving it aside and rebuilding from the store", "err", err, "moved_to", aside)
