@@ -269,8 +269,8 @@ func openIndex(log *slog.Logger, dir string, opts index.Options, store memory.St
 	if errors.Is(err, index.ErrSchema) {
 		// An upgrade, not damage: nothing to keep for a post-mortem.
 		log.Warn("index written by another version of ctxd; rebuilding it from the store", "err", err)
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			return nil, fmt.Errorf("remove index of another schema %s: %w", dir, rerr)
+		if rerr := index.Remove(dir); rerr != nil {
+			return nil, rerr
 		}
 		return index.Open(dir, opts)
 	}
