@@ -74,8 +74,16 @@ func (b Budget) StatusOf(s *Session, tokens int) *Status {
 		st.PctUsed = float64(int(float64(tokens)/float64(s.ContextWindow)*10000)) / 10000
 	}
 	st.State = b.State(tokens, s.ContextWindow)
-	if st.State == WindowFlushDue && s.FlushTold != s.Compactions+1 {
-		st.FlushPrompt = FlushPrompt
+	if s.FlushTold != s.Compactions+1 {
+		// Until the agent has been told once this cycle, a window past the
+		// trigger is flush_due: its compaction waits for the flush (see
+		// afterAppend). Past the hard limit it cannot wait.
+		if st.State == WindowCompactionDue {
+			st.State = WindowFlushDue
+		}
+		if st.State == WindowFlushDue {
+			st.FlushPrompt = FlushPrompt
+		}
 	}
 	return st
 }

@@ -23,6 +23,11 @@ type CompactRequest struct {
 	Prompt  string // what to keep relevant to; default the latest user message
 	DryRun  bool   // report what would happen, change nothing
 	Trigger string
+	// NoFlush says the agent could not be offered a flush before this
+	// compaction (one write jumped past the hard limit): it compacts only
+	// the urgent part, to just under the trigger, and the rest waits for
+	// the flush the answer offers.
+	NoFlush bool
 }
 
 // CompactionReport says what a compaction did (or would do), and why.
@@ -44,6 +49,10 @@ type CompactionReport struct {
 	StartedAt     time.Time       `json:"started_at"`
 	TookMS        float64         `json:"took_ms"`
 	Error         string          `json:"error,omitempty"`
+	// FlushOffered says whether the agent was offered a flush (flush_prompt)
+	// before this compaction dropped or summarized anything; set for
+	// compactions the server started.
+	FlushOffered *bool `json:"flush_offered,omitempty"`
 }
 
 // ScoredMessage explains one message's fate in a compaction.
@@ -118,6 +127,14 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 	rep := &CompactionReport{Trigger: req.Trigger, DryRun: req.DryRun, TokensBefore: pol.windowTokens(sess), StartedAt: start.UTC(),
 		Target:  int(pol.TargetPct * float64(sess.ContextWindow)),
 		Dropped: []string{}, Summarized: []string{}, Summaries: []string{}, Pruned: []string{}}
+	if req.Trigger != TriggerManual {
+		offered := !req.NoFlush
+		rep.FlushOffered = &offered
+	}
+	if req.NoFlush {
+		rep.Target = int(pol.TriggerPct*float64(sess.ContextWindow)) - 1
+		rep.Notes = append(rep.Notes, "no flush could be offered before this compaction (one write passed the hard limit): it compacted to just under the trigger, and the rest waits for the flush this answer offers")
+	}
 	for _, m := range window {
 		if pol.pruneLevel(m, sess.AssistantTurns) != PruneNone {
 			rep.Pruned = append(rep.Pruned, m.ID)
@@ -139,7 +156,7 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 		return nil, err
 	}
 	after := selectUnits(units, pol, rep.TokensBefore, rep.Target)
-	summaries, after, err := s.summarizeRuns(ctx, sess, pol, units, rep, after)
+	roll, after, err := s.rollSummary(ctx, sess, pol, window, units, rep)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +167,7 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 	if req.DryRun || (len(rep.Dropped) == 0 && len(rep.Summarized) == 0) {
 		return rep, nil
 	}
-	if err := s.commitCompaction(ctx, tenant, sessionID, pol, units, summaries, rep); err != nil {
+	if err := s.commitCompaction(ctx, tenant, sessionID, pol, units, roll, rep); err != nil {
 		return nil, err
 	}
 	rep.TookMS = float64(time.Since(start).Microseconds()) / 1000
@@ -164,20 +181,6 @@ func latestUserText(window []*Message) string {
 		}
 	}
 	return ""
-}
-
-// windowCost is what m costs in the window handed out now.
-func (p Policy) windowCost(m *Message, assistantTurns int) int {
-	if m.Prune == nil {
-		return m.Tokens
-	}
-	switch p.pruneLevel(m, assistantTurns) {
-	case PruneTrimmed:
-		return m.Prune.Trimmed
-	case PruneCleared:
-		return m.Prune.Cleared
-	}
-	return m.Tokens
 }
 
 // selectUnits decides, lowest score first, what leaves the window: every
@@ -268,76 +271,6 @@ func (s *Service) finishReport(rep *CompactionReport, units []*unit, scores map[
 	return rep
 }
 
-// summarizeRuns writes one summary per contiguous run of units marked for
-// summary. A run whose summary would not be smaller is dropped instead.
-func (s *Service) summarizeRuns(ctx context.Context, sess *Session, pol Policy, units []*unit, rep *CompactionReport, estimate int) ([]*Message, int, error) {
-	tokens := 0
-	for _, u := range units {
-		if u.decision == DecisionKeep || u.decision == DecisionProtected {
-			tokens += u.tokens
-		}
-	}
-	var out []*Message
-	for _, run := range summaryRuns(units) {
-		var msgs []*Message
-		runTokens := 0
-		for _, u := range run {
-			msgs = append(msgs, u.msgs...)
-			runTokens += u.tokens
-		}
-		if len(msgs) < minSummaryRun {
-			// A summary of one or two turns is mostly header: drop them
-			// (still recoverable by id and by search).
-			for _, u := range run {
-				u.decision = DecisionDrop
-			}
-			continue
-		}
-		sum, err := s.Summarizer.Summarize(ctx, SummaryRequest{Messages: msgs, TargetTokens: summaryTarget(pol, sess, runTokens),
-			Encoding: sess.Encoding, Prompt: rep.Prompt})
-		if err != nil {
-			return nil, 0, fmt.Errorf("summarize %d messages: %w", len(msgs), err)
-		}
-		rep.SummaryMethod = sum.Method
-		if sum.Note != "" {
-			rep.Notes = append(rep.Notes, sum.Note)
-		}
-		m := &Message{ID: s.NewID(), Role: RoleAssistant, Content: sum.Text, Kind: KindSummary, State: StateActive,
-			Anchor: msgs[0].Seq, CreatedAt: msgs[len(msgs)-1].CreatedAt, Metadata: map[string]any{"summary_method": sum.Method}}
-		for _, src := range msgs {
-			m.Sources = append(m.Sources, src.ID)
-		}
-		n, err := MessageTokens(s.Tokenizer, sess.Encoding, m)
-		if err != nil {
-			return nil, 0, err
-		}
-		m.Tokens = n
-		if n >= runTokens {
-			for _, u := range run {
-				u.decision = DecisionDrop
-			}
-			continue
-		}
-		tokens += n
-		out = append(out, m)
-	}
-	if len(out) > 0 {
-		texts := make([]string, len(out))
-		for i, m := range out {
-			texts[i] = EmbedText(m)
-		}
-		vecs, err := s.embed(ctx, texts)
-		if err != nil {
-			return nil, 0, fmt.Errorf("embed summaries: %w", err)
-		}
-		for i, m := range out {
-			m.Vector = vecs[i]
-			rep.Summaries = append(rep.Summaries, m.ID)
-		}
-	}
-	return out, tokens, nil
-}
-
 // summaryTarget sizes a run's summary: at most summary_target_tokens, a
 // third of what it replaces (or it saves little), and a tenth of the window
 // (or one summary crowds out the turns it should make room for).
@@ -348,19 +281,21 @@ func summaryTarget(pol Policy, sess *Session, runTokens int) int {
 // commitCompaction writes every change in one store transaction (so a crash
 // leaves the session as before or as after), then updates the indexes, the
 // cold-storage mirror and the event logs.
-func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string, pol Policy, units []*unit, summaries []*Message, rep *CompactionReport) error {
+func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string, pol Policy, units []*unit, roll *rolled, rep *CompactionReport) error {
 	now := s.Now().UTC()
 	summaryOf := map[string]string{}
-	for _, sm := range summaries {
-		for _, id := range sm.Sources {
-			summaryOf[id] = sm.ID
+	var summaries []*Message
+	if roll.summary != nil {
+		summaries = append(summaries, roll.summary)
+		for _, id := range roll.summary.Sources {
+			summaryOf[id] = roll.summary.ID
 		}
 	}
 	cold := ColdInfo{RelevanceScore: 0, Threshold: pol.RelevanceCutoff, PromptAtDrop: truncate(rep.Prompt, maxPromptAtDrop),
 		DroppedAt: now, RecoverableUntil: now.AddDate(0, 0, pol.RecoverableForDays)}
-	var moved []*Message
+	var moved, mirror []*Message
 	sess, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
-		moved = moved[:0]
+		moved, mirror = moved[:0], mirror[:0]
 		for _, u := range units {
 			if u.decision != DecisionDrop && u.decision != DecisionSummarize {
 				continue
@@ -373,6 +308,7 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 				if !m.InWindow() {
 					continue // recovered and dropped again meanwhile? leave it be
 				}
+				firstTime := m.Cold == nil
 				ci := cold
 				ci.RelevanceScore = u.score
 				ci.DropReason = ReasonLowRelevance
@@ -382,14 +318,44 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 				} else if u.score > pol.RelevanceCutoff {
 					ci.DropReason = ReasonBudget
 				}
+				if !firstTime {
+					// back in cold storage after a recovery: it keeps the
+					// time it first went cold (its retention), and its
+					// mirror line, written then, stays true
+					ci.DroppedAt, ci.RecoverableUntil = m.Cold.DroppedAt, m.Cold.RecoverableUntil
+				}
 				m.Cold = &ci
 				if err := tx.Put(m); err != nil {
 					return err
 				}
 				moved = append(moved, m)
+				if firstTime {
+					mirror = append(mirror, m)
+				}
+			}
+		}
+		for _, id := range roll.released {
+			m, err := tx.Message(id)
+			if ErrorCode(err) == ENOTFOUND {
+				continue // purged or deleted meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			if m.State == StateSummarized {
+				m.State, m.Cold.DropReason, m.Cold.SummaryID = StateDropped, ReasonSummaryRolled, ""
+				if err := tx.Put(m); err != nil {
+					return err
+				}
 			}
 		}
 		for _, sm := range summaries {
+			if sm.Seq != 0 {
+				if err := tx.Put(sm); err != nil { // the rolling summary, extended
+					return err
+				}
+				continue
+			}
 			if err := tx.Append(sm); err != nil {
 				return err
 			}
@@ -403,23 +369,24 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 	rep.TokensAfter = pol.windowTokens(sess)
 	rep.ProtectedOnly = rep.TokensAfter > rep.Target
 	s.syncIndex(ctx)
-	s.afterCompaction(ctx, tenant, sessionID, pol, moved, rep)
+	s.afterCompaction(ctx, tenant, sessionID, pol, moved, mirror, rep)
 	return nil
 }
 
-// afterCompaction mirrors cold chunks (durably, before the compaction is
-// acknowledged) and logs events. The store already holds the truth: a
+// afterCompaction mirrors the originals that went cold for the first time
+// (durably, before the compaction is acknowledged: one line per original,
+// append-only) and logs events. The store already holds the truth: a
 // failure here is logged and repaired by verify, not returned.
-func (s *Service) afterCompaction(ctx context.Context, tenant, sessionID string, pol Policy, moved []*Message, rep *CompactionReport) {
-	if s.Cold != nil && len(moved) > 0 {
-		if err := s.Cold.Append(tenant, sessionID, moved); err != nil {
+func (s *Service) afterCompaction(ctx context.Context, tenant, sessionID string, pol Policy, moved, mirror []*Message, rep *CompactionReport) {
+	if s.Cold != nil && len(mirror) > 0 {
+		if err := s.Cold.Append(tenant, sessionID, mirror); err != nil {
 			s.Logger.Error("mirror cold chunks", "session", sessionID, "err", err)
 		}
 	}
 	s.event("compaction", map[string]any{"tenant": tenant, "session": sessionID, "trigger": rep.Trigger,
 		"tokens_before": rep.TokensBefore, "tokens_after": rep.TokensAfter, "target": rep.Target,
 		"dropped": len(rep.Dropped), "summarized": len(rep.Summarized), "summaries": rep.Summaries,
-		"protected_only": rep.ProtectedOnly, "summary_method": rep.SummaryMethod, "notes": rep.Notes,
+		"protected_only": rep.ProtectedOnly, "summary_method": rep.SummaryMethod, "notes": rep.Notes, "flush_offered": rep.FlushOffered,
 		"started_at": rep.StartedAt.Format(time.RFC3339Nano), "took_ms": rep.TookMS, "config": pol})
 	for _, m := range moved {
 		s.event("drops", map[string]any{"tenant": tenant, "session": sessionID, "chunk": m.ID,

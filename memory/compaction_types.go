@@ -22,6 +22,9 @@ const (
 	ReasonLowRelevance = "low_relevance" // scored at or below relevance_cutoff
 	ReasonSummarized   = "summarized"    // replaced by a summary
 	ReasonBudget       = "budget"        // dropped lowest-first to reach the target
+	// ReasonSummaryRolled: summarized once, and that section of the rolling
+	// summary fell off as newer ones were added.
+	ReasonSummaryRolled = "summary_rolled"
 )
 
 // Summarizer condenses a contiguous run of messages into one text.

@@ -56,6 +56,11 @@ func (s State) InWindow() bool { return s == StateActive || s == StateRecovered 
 // KindSummary marks a message the server wrote to replace others.
 const KindSummary = "summary"
 
+// KindDigest marks a message a window carries that is not stored: the
+// lines of older tool outputs that name files and identifiers, written for
+// that window (its sources are the outputs the lines come from).
+const KindDigest = "digest"
+
 // ToolCall is an assistant's request to call a tool, in the OpenAI shape.
 type ToolCall struct {
 	ID       string       `json:"id"`

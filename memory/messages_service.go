@@ -42,7 +42,7 @@ func (s *Service) Append(ctx context.Context, sessionID string, msgs []*Message)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.prepare(ctx, sess.Encoding, s.policy(sess), msgs); err != nil {
+	if err := s.prepare(ctx, sess.Encoding, sess.ContextWindow, s.policy(sess), msgs); err != nil {
 		return nil, err
 	}
 	sess, err = s.Store.Append(ctx, tenant, sessionID, s.newSession(tenant, sessionID), msgs)
@@ -60,22 +60,28 @@ func (s *Service) Append(ctx context.Context, sessionID string, msgs []*Message)
 }
 
 // afterAppend compacts a window the write carried past the trigger (before
-// the write is answered, so the agent's next call fits), and tells the agent
-// to flush durable notes once per compaction cycle. The write itself is
-// durable already: a failure here is reported in the answer, not as an error.
+// the write is answered, so the agent's next call fits), once the agent has
+// had its chance to flush: a compaction that drops or summarizes comes
+// after a flush_prompt, always. When the write jumps past the trigger before
+// the agent was told, this answer tells it and the compaction waits one
+// turn; past the hard limit it cannot wait, so only the urgent part runs
+// (to just under the trigger) and its report says no flush was offered.
+// The write itself is durable already: a failure here is reported in the
+// answer, not as an error.
 func (s *Service) afterAppend(ctx context.Context, tenant, sessionID string, sess *Session) (*Status, *CompactionReport) {
 	st := s.status(sess)
 	var rep *CompactionReport
-	if st.State == WindowCompactionDue || st.State == WindowOverLimit {
-		trigger := TriggerAuto
+	told := sess.FlushTold == sess.Compactions+1
+	if st.State == WindowOverLimit || st.State == WindowCompactionDue {
+		req := CompactRequest{Trigger: TriggerAuto}
 		if st.State == WindowOverLimit {
-			trigger = TriggerHardLimit
+			req.Trigger, req.NoFlush = TriggerHardLimit, !told
 		}
 		var err error
-		rep, err = s.Compact(ctx, sessionID, CompactRequest{Trigger: trigger})
+		rep, err = s.Compact(ctx, sessionID, req)
 		if err != nil {
 			s.Logger.Error("compaction after write failed", "session", sessionID, "err", err)
-			rep = &CompactionReport{Trigger: trigger, Error: ErrorMessage(err)}
+			rep = &CompactionReport{Trigger: req.Trigger, Error: ErrorMessage(err)}
 		}
 		if fresh, err := s.Store.Session(ctx, tenant, sessionID); err == nil {
 			st = s.status(fresh)
@@ -98,7 +104,7 @@ func (s *Service) afterAppend(ctx context.Context, tenant, sessionID string, ses
 }
 
 // prepare fills in what the server owns: id, state, time, exact tokens, vector.
-func (s *Service) prepare(ctx context.Context, enc string, pol Policy, msgs []*Message) error {
+func (s *Service) prepare(ctx context.Context, enc string, window int, pol Policy, msgs []*Message) error {
 	now := s.Now().UTC()
 	texts := make([]string, len(msgs))
 	for i, m := range msgs {
@@ -114,9 +120,10 @@ func (s *Service) prepare(ctx context.Context, enc string, pol Policy, msgs []*M
 	if err := countTokens(s.Tokenizer, enc, msgs); err != nil {
 		return err
 	}
-	for _, m := range msgs {
+	caps := toolCaps(msgs, int(pol.ToolResultMaxPct*float64(window)))
+	for i, m := range msgs {
 		var err error
-		if m.Prune, err = pol.pruneCosts(s.Tokenizer, enc, m); err != nil {
+		if m.Prune, err = pol.pruneCosts(s.Tokenizer, enc, m, caps[i]); err != nil {
 			return err
 		}
 	}

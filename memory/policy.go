@@ -24,6 +24,10 @@ type Policy struct {
 	ToolKeepTailChars    int     `json:"tool_keep_tail_chars" yaml:"tool_keep_tail_chars"`
 	ToolTrimAfterTurns   int     `json:"tool_trim_after_turns" yaml:"tool_trim_after_turns"`
 	ToolClearAfterTurns  int     `json:"tool_clear_after_turns" yaml:"tool_clear_after_turns"`
+	// ToolResultMaxPct is the share of the context window the results of
+	// one tool call may take together; a larger result is cut head + tail
+	// in the window (the stored original stays whole).
+	ToolResultMaxPct     float64 `json:"tool_result_max_pct" yaml:"tool_result_max_pct"`
 	WeightSimilarity     float64 `json:"weight_similarity" yaml:"weight_similarity"`
 	WeightRecency        float64 `json:"weight_recency" yaml:"weight_recency"`
 	WeightReferences     float64 `json:"weight_references" yaml:"weight_references"`
@@ -48,6 +52,10 @@ var DefaultPolicy = Policy{
 	ToolKeepTailChars:    1500,
 	ToolTrimAfterTurns:   3,
 	ToolClearAfterTurns:  6,
+	// A quarter: with the trigger at a half and the hard limit at 0.85,
+	// one call's output can land on a window at the trigger and leave
+	// room under the hard limit for the compaction it causes.
+	ToolResultMaxPct: 0.25,
 	// Weights measured on LoCoMo dev, evidence in window (window 4096,
 	// budget 2048), overall %, similarity/recency/references/importance:
 	// 0.45/0.25/0.20/0.10 81.6, 0.60/0.15/0.15/0.10 83.4, 0.45/0.35/0.10/0.10
@@ -86,6 +94,8 @@ func (p Policy) Validate() error {
 	case p.ToolTrimChars < 1 || p.ToolKeepHeadChars < 0 || p.ToolKeepTailChars < 0 ||
 		p.ToolKeepHeadChars+p.ToolKeepTailChars >= p.ToolTrimChars:
 		return bad("tool_trim_chars", "must exceed tool_keep_head_chars + tool_keep_tail_chars")
+	case p.ToolResultMaxPct <= 0 || p.ToolResultMaxPct > 1:
+		return bad("tool_result_max_pct", "%v is outside (0, 1]", p.ToolResultMaxPct)
 	case p.ToolTrimAfterTurns < 0 || p.ToolClearAfterTurns < p.ToolTrimAfterTurns:
 		return bad("tool_clear_after_turns", "must be at least tool_trim_after_turns")
 	case p.WeightSimilarity < 0 || p.WeightRecency < 0 || p.WeightReferences < 0 || p.WeightImportance < 0 ||
@@ -121,6 +131,7 @@ type PolicyOverrides struct {
 	ToolKeepTailChars    *int     `json:"tool_keep_tail_chars,omitempty"`
 	ToolTrimAfterTurns   *int     `json:"tool_trim_after_turns,omitempty"`
 	ToolClearAfterTurns  *int     `json:"tool_clear_after_turns,omitempty"`
+	ToolResultMaxPct     *float64 `json:"tool_result_max_pct,omitempty"`
 	WeightSimilarity     *float64 `json:"weight_similarity,omitempty"`
 	WeightRecency        *float64 `json:"weight_recency,omitempty"`
 	WeightReferences     *float64 `json:"weight_references,omitempty"`
@@ -158,6 +169,7 @@ func (o *PolicyOverrides) Apply(p Policy) Policy {
 	setI(&p.ToolKeepTailChars, o.ToolKeepTailChars)
 	setI(&p.ToolTrimAfterTurns, o.ToolTrimAfterTurns)
 	setI(&p.ToolClearAfterTurns, o.ToolClearAfterTurns)
+	setF(&p.ToolResultMaxPct, o.ToolResultMaxPct)
 	setF(&p.WeightSimilarity, o.WeightSimilarity)
 	setF(&p.WeightRecency, o.WeightRecency)
 	setF(&p.WeightReferences, o.WeightReferences)

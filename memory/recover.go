@@ -274,22 +274,39 @@ func (b *windowBuilder) logAnswerOnly(msgs []*Message) {
 	}
 }
 
-// assemble lays the chosen units out in window order, system messages first.
+// assemble lays the chosen units out in window order (a summary or digest
+// where its sources stood), system messages first. Each message's tokens is
+// the cost of what is sent: a pruned or cut view costs what the view does.
 func (b *windowBuilder) assemble() *ContextResult {
 	var units []*unit
 	for u := range b.chosen {
 		units = append(units, u)
 	}
-	sort.Slice(units, func(i, j int) bool { return units[i].msgs[0].Position() < units[j].msgs[0].Position() })
+	sort.Slice(units, func(i, j int) bool {
+		a, c := units[i].msgs[0], units[j].msgs[0]
+		if a.Position() != c.Position() {
+			return a.Position() < c.Position()
+		}
+		// a summary or digest stands before the first message it is beside
+		if a.Anchor != 0 && c.Anchor == 0 {
+			return true
+		}
+		if c.Anchor != 0 && a.Anchor == 0 {
+			return false
+		}
+		return a.Seq < c.Seq
+	})
 	var sys, rest []WindowMessage
 	used := b.res.Budget.PromptTokens + ReplyPriming
 	for _, u := range units {
 		for _, m := range u.msgs {
-			wm := WindowMessage{Message: m, Source: b.chosen[u], Score: round4(b.scores[m.ID].Total)}
-			if lvl := b.pol.pruneLevel(m, b.sess.AssistantTurns); lvl != PruneNone {
-				view := *m
-				view.Content = b.pol.prunedContent(m, lvl)
-				wm.Message, wm.PruneLevel = &view, lvl
+			view := *m
+			wm := WindowMessage{Message: &view, Source: b.chosen[u], Score: round4(b.scores[m.ID].Total)}
+			if v, ok := b.views[m.ID]; ok {
+				view.Content, view.Tokens, wm.PruneLevel = v.content, v.tokens, v.level
+			} else {
+				lvl := b.pol.pruneLevel(m, b.sess.AssistantTurns)
+				view.Content, view.Tokens, wm.PruneLevel = b.pol.prunedContent(m, lvl), b.cost(m), lvl
 			}
 			if b.req.Explain {
 				if sc, ok := b.scores[m.ID]; ok {
@@ -297,7 +314,7 @@ func (b *windowBuilder) assemble() *ContextResult {
 					wm.Components = &c
 				}
 			}
-			used += b.cost(m)
+			used += view.Tokens
 			if m.Role == RoleSystem && !m.IsSummary() {
 				sys = append(sys, wm)
 			} else {

@@ -63,6 +63,10 @@ func protect(units []*unit, keepRecent int) {
 			switch {
 			case m.Pinned:
 				u.protected = "pinned"
+			case m.IsSummary():
+				// a summary is never summarized again: the session's rolling
+				// summary is extended in place (rollSummary)
+				u.protected = "summary"
 			case m.Role == RoleSystem && !m.IsSummary():
 				u.protected = "system"
 			case m.Important:
@@ -80,29 +84,6 @@ func protect(units []*unit, keepRecent int) {
 			u.decision = DecisionProtected
 		}
 	}
-}
-
-// summaryRuns groups the units marked for summary into contiguous runs.
-func summaryRuns(units []*unit) [][]*unit {
-	var runs [][]*unit
-	var cur []*unit
-	for _, u := range units {
-		if u.decision == DecisionSummarize {
-			cur = append(cur, u)
-			continue
-		}
-		if u.decision == DecisionDrop {
-			continue // a dropped unit between two summarized ones does not break the run
-		}
-		if len(cur) > 0 {
-			runs = append(runs, cur)
-			cur = nil
-		}
-	}
-	if len(cur) > 0 {
-		runs = append(runs, cur)
-	}
-	return runs
 }
 
 // complete reports whether a unit can be sent as is: no tool result without

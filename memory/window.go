@@ -153,6 +153,9 @@ func (s *Service) compactInBackground(tenant, sessionID, prompt string) {
 		if err != nil || s.status(sess).State == WindowOK || s.status(sess).State == WindowFlushDue {
 			return // compacted meanwhile, or gone
 		}
+		if sess.FlushTold != sess.Compactions+1 {
+			return // the agent has not been offered its flush: the next write offers it, then compacts
+		}
 		if _, err := s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: prompt, Trigger: TriggerAuto}); err != nil {
 			s.Logger.Error("background compaction failed", "session", sessionID, "err", err)
 		}
@@ -172,6 +175,7 @@ type windowBuilder struct {
 	chosen  map[*unit]string
 	scores  map[string]scoring.Score
 	recover []*unit
+	views   map[string]msgView // by message id: how it shows, when not as the prune schedule says
 }
 
 func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req ContextRequest) (*windowBuilder, error) {
@@ -181,7 +185,7 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 		// at most a quarter of it.
 		req.MaxTokens = sess.ContextWindow - min(pol.ReserveTokens, sess.ContextWindow/4)
 	}
-	b := &windowBuilder{s: s, sess: sess, pol: pol, req: req, chosen: map[*unit]string{}, scores: map[string]scoring.Score{},
+	b := &windowBuilder{s: s, sess: sess, pol: pol, req: req, chosen: map[*unit]string{}, scores: map[string]scoring.Score{}, views: map[string]msgView{},
 		res: &ContextResult{Recovered: []string{}, Budget: ContextBudget{MaxTokens: req.MaxTokens, Levels: map[string]int{}}}}
 	var err error
 	if b.window, err = s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{States: []State{StateActive, StateRecovered}, Vectors: true}); err != nil {
@@ -216,6 +220,9 @@ func (b *windowBuilder) cost(m *Message) int { return b.pol.windowCost(m, b.sess
 func (b *windowBuilder) build(ctx context.Context) (*ContextResult, error) {
 	if err := b.takePinned(); err != nil {
 		return nil, err
+	}
+	if b.inToolLoop() {
+		return b.buildLoop(ctx)
 	}
 	rest := b.avail
 	b.takeRecent()

@@ -125,21 +125,29 @@ func TestContextExactBudgetAndValidSequence(t *testing.T) {
 			}
 		}
 	}
-	// Old long tool output is pruned in the window handed out; the stored
-	// original is untouched.
+	// Old long tool output is pruned in the working window (the session's
+	// tokens), but a tool loop's window shows the newest steps whole while
+	// the caller's budget holds them: this one holds all twelve.
 	body := ts.mustDo(200, "POST", "/v1/sessions/c/context", map[string]any{"prompt": "status", "max_tokens": 150000})
-	cleared, trimmed := 0, 0
+	whole := 0
 	for _, x := range body["messages"].([]any) {
-		c := x.(map[string]any)["content"].(string)
-		if strings.HasPrefix(c, "[tool result cleared:") && strings.Contains(c, "recover id") {
-			cleared++
+		m := x.(map[string]any)
+		c := m["content"].(string)
+		if strings.Contains(c, "[tool result") || m["prune_level"] != nil {
+			t.Fatalf("a tool result is pruned in a window with room for it whole: %.80q", c)
 		}
-		if strings.Contains(c, "[tool result trimmed:") {
-			trimmed++
+		if m["role"] == "tool" {
+			whole++
 		}
 	}
-	if cleared == 0 || trimmed == 0 {
-		t.Fatalf("pruning: %d cleared, %d trimmed tool results", cleared, trimmed)
+	if whole != 12 {
+		t.Fatalf("%d tool results in the window, want all 12", whole)
+	}
+	// A small budget keeps the current turn whole and the newest before it.
+	small := ts.mustDo(200, "POST", "/v1/sessions/c/context", map[string]any{"prompt": "status", "max_tokens": 2500})
+	sm := small["messages"].([]any)
+	if last := sm[len(sm)-1].(map[string]any); last["content"] != "step 11 finished" {
+		t.Fatalf("the newest message is not last in a small window: %v", last["content"])
 	}
 	raw := 0
 	for _, m := range allMessages(ts, "c") {
@@ -152,8 +160,8 @@ func TestContextExactBudgetAndValidSequence(t *testing.T) {
 	if int(st["tokens"].(float64)) >= raw {
 		t.Fatalf("session tokens %v do not reflect pruning (stored %d)", st["tokens"], raw)
 	}
-	if got := recount(t, body["messages"].([]any), "status"); got != int(body["tokens"].(float64)) {
-		t.Fatalf("pruned window: reported %v, recount %d", body["tokens"], got)
+	if got := recount(t, sm, "status"); got != int(small["tokens"].(float64)) {
+		t.Fatalf("small window: reported %v, recount %d", small["tokens"], got)
 	}
 }
 

@@ -131,6 +131,6 @@ func account(sess *memory.Session, m *memory.Message, sign int) {
 		if sess.Prunable == nil {
 			sess.Prunable = map[string]memory.PruneEntry{}
 		}
-		sess.Prunable[m.ID] = memory.PruneEntry{Turn: m.Turn, Full: m.Tokens, Trimmed: m.Prune.Trimmed, Cleared: m.Prune.Cleared}
+		sess.Prunable[m.ID] = memory.PruneEntry{Turn: m.Turn, Full: m.Tokens, Trimmed: m.Prune.Trimmed, Cleared: m.Prune.Cleared, Cut: m.Prune.Cut}
 	}
 }

@@ -1,0 +1,153 @@
+package memory
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Names are what a coding agent reuses from earlier tool output: file paths
+// and code identifiers (snake_case or camelCase). An output's other lines
+// (prose, numbers, blank and decoration lines) are rarely needed again
+// verbatim. The rules are the language of code, not of any one run:
+// identifiers of six or more characters that join words (an underscore
+// inside, or a lower-case letter followed by an upper-case one), and paths
+// (a slash between name characters, or a name with a file extension).
+
+// nameSpan is one name's place in a line, in bytes.
+type nameSpan struct{ start, end int }
+
+// lineNames finds the names in one line.
+func lineNames(line string) []nameSpan {
+	var out []nameSpan
+	i := 0
+	for i < len(line) {
+		c := line[i]
+		if !isNameByte(c) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(line) && (isNameByte(line[j]) || line[j] == '/' || line[j] == '.' || line[j] == '-') {
+			j++
+		}
+		w := strings.TrimRight(line[i:j], ".-/")
+		if isPath(w) || isIdentifier(w) {
+			out = append(out, nameSpan{i, i + len(w)})
+		} else {
+			// a word joined by punctuation may hold an identifier
+			// (config.DEBUG_MODE, a.b.some_name): look at its parts
+			for _, sp := range identifierParts(line, i, i+len(w)) {
+				out = append(out, sp)
+			}
+		}
+		i = j
+	}
+	return out
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// isIdentifier: six or more name characters, not starting with a digit,
+// joining words.
+func isIdentifier(w string) bool {
+	if len(w) < 6 || w[0] >= '0' && w[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if !isNameByte(w[i]) {
+			return false
+		}
+	}
+	if strings.Contains(strings.Trim(w, "_"), "_") {
+		return true
+	}
+	for i := 1; i < len(w); i++ {
+		if unicode.IsLower(rune(w[i-1])) && unicode.IsUpper(rune(w[i])) {
+			return true
+		}
+	}
+	return false
+}
+
+// fileExtensions are the extensions that make a bare name a file name.
+var fileExtensions = map[string]bool{"py": true, "pyi": true, "js": true, "ts": true, "tsx": true, "jsx": true, "go": true,
+	"rs": true, "java": true, "kt": true, "c": true, "h": true, "cc": true, "cpp": true, "hpp": true, "cs": true, "rb": true,
+	"php": true, "swift": true, "scala": true, "sh": true, "sql": true, "rst": true, "txt": true, "cfg": true, "toml": true,
+	"ini": true, "json": true, "yaml": true, "yml": true, "md": true, "html": true, "css": true, "xml": true, "lock": true, "mod": true}
+
+// isPath: a/b (a slash between name characters) or name.ext.
+func isPath(w string) bool {
+	if k := strings.IndexByte(w, '/'); k > 0 && k < len(w)-1 {
+		return true
+	}
+	dot := strings.LastIndexByte(w, '.')
+	return dot > 0 && fileExtensions[w[dot+1:]] && !strings.ContainsAny(w, "/")
+}
+
+func identifierParts(line string, from, to int) []nameSpan {
+	var out []nameSpan
+	i := from
+	for i < to {
+		for i < to && !isNameByte(line[i]) {
+			i++
+		}
+		j := i
+		for j < to && isNameByte(line[j]) {
+			j++
+		}
+		if j > i && isIdentifier(line[i:j]) {
+			out = append(out, nameSpan{i, j})
+		}
+		i = j
+	}
+	return out
+}
+
+// Long lines keep the text around each name, not the whole line: a
+// minified file or a long log line would otherwise spend the budget on
+// one line.
+const (
+	maxSalientLine = 320 // bytes; a line up to this long is kept whole
+	nameContext    = 100 // bytes kept on each side of a name in a longer line
+)
+
+// salientLines returns the lines of text that hold names, trimmed of
+// surrounding space, long ones cut to the parts around their names.
+func salientLines(text string) []string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		names := lineNames(line)
+		if len(names) == 0 {
+			continue
+		}
+		if len(line) <= maxSalientLine {
+			out = append(out, line)
+			continue
+		}
+		var parts []string
+		lo, hi := -1, -1
+		flush := func() {
+			if lo >= 0 {
+				parts = append(parts, strings.ToValidUTF8(line[lo:hi], ""))
+			}
+		}
+		for _, n := range names {
+			a, b := max(0, n.start-nameContext), min(len(line), n.end+nameContext)
+			if lo >= 0 && a <= hi {
+				hi = max(hi, b)
+				continue
+			}
+			flush()
+			lo, hi = a, b
+		}
+		flush()
+		out = append(out, strings.Join(parts, " … "))
+	}
+	return out
+}

@@ -1,0 +1,387 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// The window of an agent in a tool loop (a coding agent reading files,
+// running commands, editing) is built differently from a conversation's:
+// its next step needs the turn it is answering whole, then the newest
+// steps verbatim, then the names (files, identifiers) that earlier outputs
+// showed. Recorded coding-agent runs (71, window 16,000, budget 12,000)
+// put the gap in numbers: a plain "system + task + newest that fit" window
+// showed 77.5% of the names the next step reused from far back, ctxd's
+// relevance-ranked window 68%; relevance ranking spent the budget on
+// recovered history and pruned the recent outputs the agent was working
+// from.
+
+// Loop window limits.
+const (
+	// loopReach is how many of the newest messages the tail and the digest
+	// read at most: the cost of a call stays flat however long the session
+	// grows (a 12,000-token budget holds ~50 steps of a coding agent).
+	loopReach = 384
+	// loopToolWindow: a session whose newest loopToolWindow messages hold a
+	// tool call or result is in a tool loop.
+	loopToolWindow = 8
+)
+
+// Shares of the loop window's budget (after pinned messages, the current
+// turn and the task): the digest of older outputs' named lines, and
+// verbatim recoveries for the prompt; the tail of newest steps gets the rest
+// first, and what the digest or recoveries leave flows back to it.
+var (
+	LoopDigestShare    = 0.25
+	LoopRecoveredShare = 0.0
+)
+
+// inToolLoop reports whether the session's newest messages are an agent's
+// tool loop.
+func (b *windowBuilder) inToolLoop() bool {
+	n := 0
+	for i := len(b.units) - 1; i >= 0 && n < loopToolWindow; i-- {
+		for _, m := range b.units[i].msgs {
+			if m.Role == RoleTool || len(m.ToolCalls) > 0 {
+				return true
+			}
+			n++
+		}
+	}
+	return false
+}
+
+// msgView is how one message shows in the window, when not as the prune
+// schedule says: whole, or cut to fit.
+type msgView struct {
+	content string
+	tokens  int
+	level   int
+}
+
+// buildLoop builds a tool loop's window: pinned messages, the current turn
+// (cut to fit if it must be), the task, the newest steps verbatim (active or
+// cold alike: the budget is the caller's, whatever the working window
+// holds), the session's summary, and a digest of the named lines of older
+// outputs.
+func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
+	sess := b.sess
+	after := uint64(0)
+	if sess.LastSeq > loopReach {
+		after = sess.LastSeq - loopReach
+	}
+	recent, err := b.s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{AfterSeq: after})
+	if err != nil {
+		return nil, err
+	}
+	shown := map[string]bool{}
+	for u := range b.chosen {
+		for _, m := range u.msgs {
+			shown[m.ID] = true
+		}
+	}
+	var originals []*Message
+	for _, m := range recent {
+		if !m.IsSummary() {
+			originals = append(originals, m)
+		}
+	}
+	tail := groupUnits(originals, b.fullCost)
+	// The current turn: the newest unit, whole or cut, never left out.
+	var current *unit
+	for i := len(tail) - 1; i >= 0; i-- {
+		if !shown[tail[i].msgs[0].ID] {
+			current = tail[i]
+			tail = tail[:i]
+			break
+		}
+	}
+	if current != nil {
+		if err := b.takeCurrent(current); err != nil {
+			return nil, err
+		}
+		for _, m := range current.msgs {
+			shown[m.ID] = true
+		}
+	}
+	// The task: the first user message, as compaction protects it.
+	for _, u := range b.units {
+		if _, done := b.chosen[u]; done || u.msgs[0].IsSummary() {
+			continue
+		}
+		if u.msgs[0].Role == RoleUser {
+			if u.tokens <= b.avail && !shown[u.msgs[0].ID] {
+				b.chosen[u] = SourceWorking
+				b.use(SourceWorking, u.tokens)
+				for _, m := range u.msgs {
+					shown[m.ID] = true
+				}
+			}
+			break
+		}
+	}
+	rest := b.avail
+	reserve := int(LoopDigestShare*float64(rest)) + int(LoopRecoveredShare*float64(rest))
+	oldest := uint64(0)
+	if current != nil {
+		oldest = current.msgs[0].Seq
+	}
+	// The tail, newest first, while it leaves the reserve; then the
+	// summary; then recoveries and the digest; then the tail again with
+	// what they left.
+	next := b.takeTail(tail, shown, b.avail-reserve, &oldest)
+	for _, u := range b.units {
+		if _, done := b.chosen[u]; !done && u.msgs[0].IsSummary() && u.tokens <= b.avail {
+			b.chosen[u] = SourceSummary
+			b.use(SourceSummary, u.tokens)
+		}
+	}
+	if LoopRecoveredShare > 0 {
+		if err := b.findRecoverable(ctx); err != nil {
+			return nil, err
+		}
+		var fresh []*unit
+		for _, u := range b.recover {
+			if !shown[u.msgs[0].ID] {
+				fresh = append(fresh, u)
+			}
+		}
+		b.recover = fresh
+		b.takeRecovered(int(LoopRecoveredShare * float64(rest)))
+		for _, u := range b.recover {
+			if b.chosen[u] == SourceRecovered {
+				for _, m := range u.msgs {
+					shown[m.ID] = true
+				}
+			}
+		}
+	}
+	if err := b.takeDigest(ctx, originals, shown, oldest, int(LoopDigestShare*float64(rest))); err != nil {
+		return nil, err
+	}
+	b.takeTail(tail[:next], shown, b.avail, &oldest)
+	b.answerOnly()
+	return b.assemble(), nil
+}
+
+// fullCost is what m costs shown whole (or cut, when it was too large for
+// its place when stored).
+func (b *windowBuilder) fullCost(m *Message) int {
+	if m.Prune != nil && m.Prune.Cut > 0 {
+		return m.Prune.Cut
+	}
+	return m.Tokens
+}
+
+// takeCurrent adds the turn the agent is answering: whole if it fits, else
+// with its messages (tool results, and text too large for its place) cut
+// head + tail to share what is left. If even that
+// cannot fit, no window can be built (409, saying what would).
+func (b *windowBuilder) takeCurrent(u *unit) error {
+	for _, m := range u.msgs {
+		b.views[m.ID] = msgView{content: b.pol.prunedContent(m, b.fullLevel(m)), tokens: b.fullCost(m), level: b.fullLevel(m)}
+	}
+	if u.tokens <= b.avail {
+		b.chosen[u] = SourceRecent
+		b.use(SourceRecent, u.tokens)
+		return nil
+	}
+	fixed := 0
+	var results []*Message // what may be cut: contents, not tool calls or pinned text
+	for _, m := range u.msgs {
+		if m.Content != "" && !m.Pinned && m.Role != RoleSystem {
+			results = append(results, m)
+		} else {
+			fixed += b.views[m.ID].tokens
+		}
+	}
+	if fixed > b.avail {
+		return Errorf(ECONFLICT, "the message being answered (%s) needs %d tokens, but max_tokens %d leaves %d after pinned messages and the prompt: raise max_tokens to at least %d",
+			u.msgs[0].ID, fixed, b.req.MaxTokens, b.avail, b.req.MaxTokens-b.avail+fixed)
+	}
+	left := b.avail - fixed
+	total := fixed
+	for i, m := range results {
+		share := left / (len(results) - i)
+		head, tail, cost, ok, err := cutToFit(b.s.Tokenizer, b.sess.Encoding, m, share)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return Errorf(ECONFLICT, "the turn being answered (message %s and its %d tool results) needs %d tokens cut to the least, but max_tokens %d leaves %d after pinned messages and the prompt: raise max_tokens to at least %d",
+				u.msgs[0].ID, len(results), fixed+len(results)*cost, b.req.MaxTokens, b.avail, b.req.MaxTokens-b.avail+fixed+len(results)*cost)
+		}
+		b.views[m.ID] = msgView{content: cutContent(m, head, tail), tokens: cost, level: PruneCut}
+		left -= cost
+		total += cost
+	}
+	u.tokens = total
+	b.chosen[u] = SourceRecent
+	b.use(SourceRecent, total)
+	return nil
+}
+
+// fullLevel is the level at which m shows whole: cut if it was too large for
+// its place.
+func (b *windowBuilder) fullLevel(m *Message) int {
+	if m.Prune != nil && m.Prune.Cut > 0 {
+		return PruneCut
+	}
+	return PruneNone
+}
+
+// takeTail adds tail units newest first (tail[:from] is what is left to
+// take) while they fit in limit, and stops at the first that does not: an
+// older step must not jump over a newer one. It returns how many of tail
+// are left, and lowers oldest to the first seq taken.
+func (b *windowBuilder) takeTail(tail []*unit, shown map[string]bool, limit int, oldest *uint64) int {
+	used := 0
+	i := len(tail) - 1
+	for ; i >= 0; i-- {
+		u := tail[i]
+		if shown[u.msgs[0].ID] {
+			continue
+		}
+		if !u.complete() {
+			continue // half a tool group cannot be sent
+		}
+		if u.tokens > b.avail || used+u.tokens > limit {
+			break
+		}
+		for _, m := range u.msgs {
+			shown[m.ID] = true
+			b.views[m.ID] = msgView{content: b.pol.prunedContent(m, b.fullLevel(m)), tokens: b.fullCost(m), level: b.fullLevel(m)}
+		}
+		b.chosen[u] = SourceRecent
+		b.use(SourceRecent, u.tokens)
+		used += u.tokens
+		*oldest = u.msgs[0].Seq
+	}
+	return i + 1
+}
+
+// Digest formatting.
+const (
+	digestHeader = "[ctxd: lines naming files and identifiers in earlier tool output, newest first; the whole output of each: GET /v1/messages/{id}]"
+	// maxDigestCommand bounds the command shown above an output's lines.
+	maxDigestCommand = 120
+)
+
+// takeDigest adds one message holding the lines of older tool outputs (those
+// before oldest and not shown) that name files or identifiers, newest
+// output first, each line once, within limit tokens.
+func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, shown map[string]bool, oldest uint64, limit int) error {
+	limit = min(limit, b.avail)
+	if limit <= 0 || oldest == 0 {
+		return nil
+	}
+	calls := map[string]string{} // tool call id -> command
+	for _, m := range originals {
+		for _, tc := range m.ToolCalls {
+			calls[tc.ID] = tc.Function.Name + " " + tc.Function.Arguments
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString(digestHeader)
+	est, _ := b.s.Tokenizer.Count(b.sess.Encoding, digestHeader)
+	est += MessageOverhead + 2
+	seen := map[string]bool{}
+	var sources []string
+	for i := len(originals) - 1; i >= 0 && est < limit; i-- {
+		m := originals[i]
+		if m.Seq >= oldest || shown[m.ID] || m.Role != RoleTool {
+			continue
+		}
+		var lines []string
+		for _, l := range salientLines(m.Content) {
+			if !seen[l] {
+				seen[l] = true
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		head := "\n# " + m.ID
+		if c := calls[m.ToolCallID]; c != "" {
+			head += " ← " + truncateRunes(strings.Join(strings.Fields(c), " "), maxDigestCommand)
+		}
+		n, err := b.s.Tokenizer.Count(b.sess.Encoding, head)
+		if err != nil {
+			return fmt.Errorf("count digest: %w", err)
+		}
+		if est+n+8 > limit {
+			continue
+		}
+		sb.WriteString(head)
+		est += n
+		sources = append(sources, m.ID)
+		for _, l := range lines {
+			n, err := b.s.Tokenizer.Count(b.sess.Encoding, l)
+			if err != nil {
+				return fmt.Errorf("count digest: %w", err)
+			}
+			if est+n+1 > limit {
+				continue
+			}
+			sb.WriteString("\n")
+			sb.WriteString(l)
+			est += n + 1
+		}
+	}
+	if len(sources) == 0 {
+		return nil
+	}
+	d := &Message{ID: "digest", Role: RoleUser, Content: sb.String(), Kind: KindDigest, State: StateActive,
+		SessionID: b.sess.ID, Anchor: oldest, Sources: sources}
+	// The estimate adds up piece by piece; the window needs the exact cost.
+	for {
+		n, err := MessageTokens(b.s.Tokenizer, b.sess.Encoding, d)
+		if err != nil {
+			return err
+		}
+		if n <= limit {
+			d.Tokens = n
+			break
+		}
+		k := strings.LastIndexByte(d.Content, '\n')
+		if k <= len(digestHeader) {
+			return nil
+		}
+		d.Content = d.Content[:k]
+	}
+	u := &unit{msgs: []*Message{d}, tokens: d.Tokens, decision: DecisionKeep}
+	b.chosen[u] = SourceSummary
+	b.use(SourceSummary, d.Tokens)
+	b.views[d.ID] = msgView{content: d.Content, tokens: d.Tokens}
+	return nil
+}
+
+func truncateRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// answerOnly records the cold messages this window sends without moving
+// them back: recoveries for the prompt are logged (recoveries.jsonl says
+// what came back for which prompt); cold steps of the tail are not (they
+// are there for being recent, every call).
+func (b *windowBuilder) answerOnly() {
+	var logged []*Message
+	for u, src := range b.chosen {
+		for _, m := range u.msgs {
+			if m.InWindow() || m.Kind == KindDigest {
+				continue
+			}
+			b.res.AnswerOnly = append(b.res.AnswerOnly, m.ID)
+			if src == SourceRecovered {
+				logged = append(logged, m)
+			}
+		}
+	}
+	b.logAnswerOnly(logged)
+}
