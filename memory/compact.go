@@ -155,7 +155,7 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 	if err != nil {
 		return nil, err
 	}
-	after := selectUnits(units, pol, rep.TokensBefore, rep.Target)
+	selectUnits(units, pol, rep.TokensBefore, rep.Target)
 	roll, after, err := s.rollSummary(ctx, sess, pol, window, units, rep)
 	if err != nil {
 		return nil, err

@@ -36,9 +36,7 @@ func lineNames(line string) []nameSpan {
 		} else {
 			// a word joined by punctuation may hold an identifier
 			// (config.DEBUG_MODE, a.b.some_name): look at its parts
-			for _, sp := range identifierParts(line, i, i+len(w)) {
-				out = append(out, sp)
-			}
+			out = append(out, identifierParts(line, i, i+len(w))...)
 		}
 		i = j
 	}
