@@ -66,6 +66,7 @@ type Service struct {
 	cancel       context.CancelFunc
 	closing      <-chan struct{} // closed when Close begins
 	wg           sync.WaitGroup
+	bg           sync.WaitGroup // background compactions and index catch-ups, for Wait
 	compactSem   semaphore
 	embedSem     semaphore
 	queued       sync.Map    // tenant\x00session -> background compaction queued
@@ -118,6 +119,28 @@ func (s *Service) Open(ctx context.Context) error {
 	go s.maintain(loopCtx)
 	s.ready.Store(true)
 	return nil
+}
+
+// Wait returns once the background work queued before it (compactions a
+// context call started, index catch-ups) is done and the index holds every
+// change in the store: what a caller wrote and compacted is then searchable
+// and settled. Tests wait with it instead of sleeping.
+func (s *Service) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("wait for background work: %w", ctx.Err())
+	}
+	last, err := s.Store.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	return s.ix.sync(ctx, last)
 }
 
 // Close stops the background loops. It does not close the adapters: their

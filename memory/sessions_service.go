@@ -128,8 +128,10 @@ func (s *Service) syncIndexSoon() {
 		return
 	}
 	s.wg.Add(1)
+	s.bg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.bg.Done()
 		select {
 		case <-time.After(indexLag):
 		case <-s.closing:

@@ -143,8 +143,10 @@ func (s *Service) compactInBackground(tenant, sessionID, prompt string) {
 		return // one queued compaction per session is enough
 	}
 	s.wg.Add(1)
+	s.bg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.bg.Done()
 		defer s.queued.Delete(key)
 		ctx := NewContextWithTenant(context.Background(), tenant)
 		unlock := s.lockSession(tenant, sessionID)
