@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -33,7 +34,7 @@ const (
 // verbatim recoveries for the prompt; the tail of newest steps gets the rest
 // first, and what the digest or recoveries leave flows back to it.
 var (
-	LoopDigestShare    = 0.25
+	LoopDigestShare    = 0.15
 	LoopRecoveredShare = 0.0
 )
 
@@ -261,73 +262,102 @@ func (b *windowBuilder) takeTail(tail []*unit, shown map[string]bool, limit int,
 	return i + 1
 }
 
-// Digest formatting.
-const (
-	digestHeader = "[ctxd: lines naming files and identifiers in earlier tool output, newest first; the whole output of each: GET /v1/messages/{id}]"
-	// maxDigestCommand bounds the command shown above an output's lines.
-	maxDigestCommand = 120
-)
+// digestHeader opens the digest message.
+const digestHeader = "[ctxd: earlier tool output, one line for each file and identifier it named that the newest steps do not show; the whole outputs are the ids in sources, GET /v1/messages/{id}]"
 
-// takeDigest adds one message holding the lines of older tool outputs (those
-// before oldest and not shown) that name files or identifiers, newest
-// output first, each line once, within limit tokens.
+// takeDigest adds one message holding, for each name (file path or code
+// identifier) that older tool outputs showed and the window does not, one
+// line that holds it: names the agent itself wrote first (in its calls and
+// replies: what it has been working with), newest first within each group,
+// the line from the newest output that has it, within limit tokens.
+//
+// Offline on the 71 recorded runs (budget 12,000), for the share of names
+// the next step reused from far back shown in context: every named line of
+// older outputs, newest first, 93.4 at 1,500 tokens; one line a name 94.4;
+// one line a name with the agent's names first 99.6, using ~1,000 tokens.
+// Headers naming each output cost a point or two and were left out (the
+// ids are in the message's sources).
 func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, shown map[string]bool, oldest uint64, limit int) error {
 	limit = min(limit, b.avail)
 	if limit <= 0 || oldest == 0 {
 		return nil
 	}
-	calls := map[string]string{} // tool call id -> command
+	covered := map[string]bool{} // names a tool output in the window shows already
+	agent := map[string]bool{}   // names the agent wrote
 	for _, m := range originals {
-		for _, tc := range m.ToolCalls {
-			calls[tc.ID] = tc.Function.Name + " " + tc.Function.Arguments
+		switch {
+		case m.Role == RoleTool && shown[m.ID]:
+			for _, l := range strings.Split(m.Content, "\n") {
+				for _, n := range lineNames(l) {
+					covered[l[n.start:n.end]] = true
+				}
+			}
+		case m.Role == RoleAssistant:
+			text := m.Content
+			for _, tc := range m.ToolCalls {
+				text += "\n" + tc.Function.Arguments
+			}
+			for _, l := range strings.Split(text, "\n") {
+				for _, n := range lineNames(l) {
+					agent[l[n.start:n.end]] = true
+				}
+			}
 		}
 	}
-	var sb strings.Builder
-	sb.WriteString(digestHeader)
-	est, _ := b.s.Tokenizer.Count(b.sess.Encoding, digestHeader)
-	est += MessageOverhead + 2
+	// Candidates, newest output first: each name once, with its newest line.
+	type cand struct {
+		name, line, source string
+	}
+	var cands []cand
 	seen := map[string]bool{}
-	var sources []string
-	for i := len(originals) - 1; i >= 0 && est < limit; i-- {
+	for i := len(originals) - 1; i >= 0; i-- {
 		m := originals[i]
 		if m.Seq >= oldest || shown[m.ID] || m.Role != RoleTool {
 			continue
 		}
-		var lines []string
 		for _, l := range salientLines(m.Content) {
-			if !seen[l] {
-				seen[l] = true
-				lines = append(lines, l)
+			for _, n := range lineNames(l) {
+				name := l[n.start:n.end]
+				if seen[name] || covered[name] {
+					continue
+				}
+				seen[name] = true
+				cands = append(cands, cand{name, l, m.ID})
 			}
 		}
-		if len(lines) == 0 {
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return agent[cands[i].name] && !agent[cands[j].name] })
+	var sb strings.Builder
+	sb.WriteString(digestHeader)
+	est, err := b.s.Tokenizer.Count(b.sess.Encoding, digestHeader)
+	if err != nil {
+		return fmt.Errorf("count digest: %w", err)
+	}
+	est += MessageOverhead + 2
+	lines := map[string]bool{}
+	var sources []string
+	fromSource := map[string]bool{}
+	for _, c := range cands {
+		if covered[c.name] || lines[c.line] {
 			continue
 		}
-		head := "\n# " + m.ID
-		if c := calls[m.ToolCallID]; c != "" {
-			head += " ← " + truncateRunes(strings.Join(strings.Fields(c), " "), maxDigestCommand)
-		}
-		n, err := b.s.Tokenizer.Count(b.sess.Encoding, head)
+		n, err := b.s.Tokenizer.Count(b.sess.Encoding, c.line)
 		if err != nil {
 			return fmt.Errorf("count digest: %w", err)
 		}
-		if est+n+8 > limit {
+		if est+n+1 > limit {
 			continue
 		}
-		sb.WriteString(head)
-		est += n
-		sources = append(sources, m.ID)
-		for _, l := range lines {
-			n, err := b.s.Tokenizer.Count(b.sess.Encoding, l)
-			if err != nil {
-				return fmt.Errorf("count digest: %w", err)
-			}
-			if est+n+1 > limit {
-				continue
-			}
-			sb.WriteString("\n")
-			sb.WriteString(l)
-			est += n + 1
+		lines[c.line] = true
+		for _, sp := range lineNames(c.line) {
+			covered[c.line[sp.start:sp.end]] = true // one line shows all its names
+		}
+		sb.WriteString("\n")
+		sb.WriteString(c.line)
+		est += n + 1
+		if !fromSource[c.source] {
+			fromSource[c.source] = true
+			sources = append(sources, c.source)
 		}
 	}
 	if len(sources) == 0 {
