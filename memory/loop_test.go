@@ -176,3 +176,34 @@ func TestLongToolLoopConverges(t *testing.T) {
 		t.Fatalf("the early fact is not found: %v %v", hits, err)
 	}
 }
+
+// BenchmarkLoopContext is a context call early in a tool loop (5 steps) and
+// late (120): the cost of a call must stay flat in history.
+func BenchmarkLoopContext(b *testing.B) {
+	for _, steps := range []int{5, 120} {
+		b.Run(fmt.Sprintf("steps=%d", steps), func(b *testing.B) {
+			h := memorytest.Open(b)
+			ctx := context.Background()
+			window := 16000
+			if _, err := h.PutSession(ctx, "b", memory.SessionUpdate{ContextWindow: &window}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := h.Append(ctx, "b", []*memory.Message{{Role: memory.RoleSystem, Content: "You are a coding agent.", Pinned: true},
+				{Role: memory.RoleUser, Content: "Fix the bug in src/app.py"}}); err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < steps; i++ {
+				if _, err := h.Append(ctx, "b", step(i, codeOutput(i, 3+(i*7)%40))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			prompt := codeOutput(steps, 20)
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := h.Context(ctx, "b", memory.ContextRequest{Prompt: prompt, MaxTokens: 12000}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -148,4 +149,52 @@ func salientLines(text string) []string {
 		out = append(out, strings.Join(parts, " … "))
 	}
 	return out
+}
+
+// named is a text's salient lines and the names each holds.
+type named struct {
+	text  string // the text they were read from: an edited message misses the cache
+	lines []string
+	names [][]string
+}
+
+// namesOf reads text's salient lines and names.
+func namesOf(text string) *named {
+	n := &named{text: text, lines: salientLines(text)}
+	n.names = make([][]string, len(n.lines))
+	for i, l := range n.lines {
+		for _, sp := range lineNames(l) {
+			n.names[i] = append(n.names[i], l[sp.start:sp.end])
+		}
+	}
+	return n
+}
+
+// salientCache keeps the names of recent messages' texts: a tool loop's
+// window reads the same ~100 outputs on every call, and finding their names
+// was a third of a late call's cost.
+type salientCache struct {
+	mu sync.Mutex
+	m  map[string]*named
+}
+
+// maxSalientCache bounds the cache; when full it starts over (the next
+// calls refill it with what they use).
+const maxSalientCache = 20_000
+
+func (c *salientCache) get(id, text string) *named {
+	c.mu.Lock()
+	n := c.m[id]
+	c.mu.Unlock()
+	if n != nil && n.text == text {
+		return n
+	}
+	n = namesOf(text)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxSalientCache {
+		c.m = map[string]*named{}
+	}
+	c.m[id] = n
+	c.mu.Unlock()
+	return n
 }

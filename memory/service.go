@@ -67,6 +67,7 @@ type Service struct {
 	closing      <-chan struct{} // closed when Close begins
 	wg           sync.WaitGroup
 	bg           sync.WaitGroup // background compactions and index catch-ups, for Wait
+	salient      salientCache
 	compactSem   semaphore
 	embedSem     semaphore
 	queued       sync.Map    // tenant\x00session -> background compaction queued

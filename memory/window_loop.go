@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 )
@@ -262,6 +261,9 @@ func (b *windowBuilder) takeTail(tail []*unit, shown map[string]bool, limit int,
 	return i + 1
 }
 
+// maxDigestCommand bounds the command shown above an output's lines.
+const maxDigestCommand = 80
+
 // digestHeader opens the digest message.
 const digestHeader = "[ctxd: earlier tool output, one line for each file and identifier it named that the newest steps do not show; the whole outputs are the ids in sources, GET /v1/messages/{id}]"
 
@@ -284,12 +286,27 @@ func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, sh
 	}
 	covered := map[string]bool{} // names a tool output in the window shows already
 	agent := map[string]bool{}   // names the agent wrote
+	calls := map[string]string{} // tool call id -> its command, to head the lines of its output
+	for u := range b.chosen {
+		for _, m := range u.msgs {
+			if m.Role == RoleSystem || m.Role == RoleUser {
+				for _, names := range b.s.salient.get(m.ID, m.Content).names {
+					for _, n := range names {
+						covered[n] = true
+					}
+				}
+			}
+		}
+	}
 	for _, m := range originals {
+		for _, tc := range m.ToolCalls {
+			calls[tc.ID] = tc.Function.Name + " " + tc.Function.Arguments
+		}
 		switch {
 		case m.Role == RoleTool && shown[m.ID]:
-			for _, l := range strings.Split(m.Content, "\n") {
-				for _, n := range lineNames(l) {
-					covered[l[n.start:n.end]] = true
+			for _, names := range b.s.salient.get(m.ID, m.Content).names {
+				for _, n := range names {
+					covered[n] = true
 				}
 			}
 		case m.Role == RoleAssistant:
@@ -297,16 +314,19 @@ func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, sh
 			for _, tc := range m.ToolCalls {
 				text += "\n" + tc.Function.Arguments
 			}
-			for _, l := range strings.Split(text, "\n") {
-				for _, n := range lineNames(l) {
-					agent[l[n.start:n.end]] = true
+			for _, names := range b.s.salient.get(m.ID, text).names {
+				for _, n := range names {
+					agent[n] = true
 				}
 			}
 		}
 	}
 	// Candidates, newest output first: each name once, with its newest line.
 	type cand struct {
-		name, line, source string
+		name, line string
+		source     *Message
+		at         int // the line's place among the source's lines
+		names      []string
 	}
 	var cands []cand
 	seen := map[string]bool{}
@@ -315,50 +335,70 @@ func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, sh
 		if m.Seq >= oldest || shown[m.ID] || m.Role != RoleTool {
 			continue
 		}
-		for _, l := range salientLines(m.Content) {
-			for _, n := range lineNames(l) {
-				name := l[n.start:n.end]
+		nm := b.s.salient.get(m.ID, m.Content)
+		for k, l := range nm.lines {
+			for _, name := range nm.names[k] {
 				if seen[name] || covered[name] {
 					continue
 				}
 				seen[name] = true
-				cands = append(cands, cand{name, l, m.ID})
+				cands = append(cands, cand{name, l, m, k, nm.names[k]})
 			}
 		}
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return agent[cands[i].name] && !agent[cands[j].name] })
-	var sb strings.Builder
-	sb.WriteString(digestHeader)
-	est, err := b.s.Tokenizer.Count(b.sess.Encoding, digestHeader)
-	if err != nil {
-		return fmt.Errorf("count digest: %w", err)
-	}
-	est += MessageOverhead + 2
+	// Lines are chosen by an estimate (code runs ~3.2 bytes a token in
+	// o200k and cl100k); the digest is then counted exactly and trimmed from
+	// its end. Counting each candidate exactly was a fifth of a late call's
+	// cost.
+	est := len(digestHeader)/3 + MessageOverhead + 2
 	lines := map[string]bool{}
-	var sources []string
-	fromSource := map[string]bool{}
+	chosen := map[*Message][]cand{}
+	var order []*Message // sources, newest first
 	for _, c := range cands {
 		if covered[c.name] || lines[c.line] {
 			continue
 		}
-		n, err := b.s.Tokenizer.Count(b.sess.Encoding, c.line)
-		if err != nil {
-			return fmt.Errorf("count digest: %w", err)
+		n := len(c.line)*10/32 + 1
+		if _, ok := chosen[c.source]; !ok {
+			n += maxDigestCommand / 3 // its header
 		}
-		if est+n+1 > limit {
+		if est+n > limit {
 			continue
 		}
 		lines[c.line] = true
-		for _, sp := range lineNames(c.line) {
-			covered[c.line[sp.start:sp.end]] = true // one line shows all its names
+		for _, name := range c.names {
+			covered[name] = true // one line shows all its names
 		}
-		sb.WriteString("\n")
-		sb.WriteString(c.line)
-		est += n + 1
-		if !fromSource[c.source] {
-			fromSource[c.source] = true
-			sources = append(sources, c.source)
+		if _, ok := chosen[c.source]; !ok {
+			order = append(order, c.source)
 		}
+		chosen[c.source] = append(chosen[c.source], c)
+		est += n
+	}
+	// Rendered by output, newest first, each under the command that made it
+	// (a line of a file view means little without the file), its lines in
+	// their own order. Offline, the headers cost a point of needed names at
+	// a 12,000 budget: worth what they tell the agent.
+	sort.SliceStable(order, func(i, j int) bool { return order[i].Seq > order[j].Seq })
+	var sb strings.Builder
+	sb.WriteString(digestHeader)
+	var sources []string
+	for _, src := range order {
+		cs := chosen[src]
+		sort.Slice(cs, func(i, j int) bool { return cs[i].at < cs[j].at })
+		cmd := calls[src.ToolCallID]
+		if cmd == "" {
+			cmd = "tool output"
+		}
+		sb.WriteString("\n[lines from: ")
+		sb.WriteString(truncateRunes(strings.Join(strings.Fields(cmd), " "), maxDigestCommand))
+		sb.WriteString("]")
+		for _, c := range cs {
+			sb.WriteString("\n")
+			sb.WriteString(c.line)
+		}
+		sources = append(sources, src.ID)
 	}
 	if len(sources) == 0 {
 		return nil
@@ -375,7 +415,10 @@ func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, sh
 			d.Tokens = n
 			break
 		}
-		k := strings.LastIndexByte(d.Content, '\n')
+		// over by n-limit tokens: drop at least that many tokens' worth of
+		// bytes (a token is rarely under 2 bytes) from the end, whole lines
+		cut := len(d.Content) - 2*(n-limit)
+		k := strings.LastIndexByte(d.Content[:max(cut, 0)], '\n')
 		if k <= len(digestHeader) {
 			return nil
 		}
