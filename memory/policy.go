@@ -50,8 +50,8 @@ var DefaultPolicy = Policy{
 	ToolTrimChars:        4000,
 	ToolKeepHeadChars:    1500,
 	ToolKeepTailChars:    1500,
-	ToolTrimAfterTurns:   3,
-	ToolClearAfterTurns:  6,
+	ToolTrimAfterTurns:   2,
+	ToolClearAfterTurns:  4,
 	// A quarter: with the trigger at a half and the hard limit at 0.85,
 	// one call's output can land on a window at the trigger and leave
 	// room under the hard limit for the compaction it causes.

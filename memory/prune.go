@@ -24,7 +24,7 @@ const (
 // write sit in outputs of 100-1,000 tokens that only trimming's 4,000
 // characters would never have touched: counting those at full cost for good
 // forced a compaction every few turns.
-const minClearTokens = 100
+const minClearTokens = 64
 
 // PruneCosts are the window costs (tokens, with overhead) of a tool result's
 // pruned forms, counted once when it is stored. A zero cost means the form

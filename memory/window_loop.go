@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -347,63 +348,81 @@ func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, sh
 		}
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return agent[cands[i].name] && !agent[cands[j].name] })
-	// Lines are chosen by an estimate (code runs ~3.2 bytes a token in
-	// o200k and cl100k); the digest is then counted exactly and trimmed from
-	// its end. Counting each candidate exactly was a fifth of a late call's
-	// cost.
-	est := len(digestHeader)/3 + MessageOverhead + 2
-	lines := map[string]bool{}
-	chosen := map[*Message][]cand{}
-	var order []*Message // sources, newest first
-	for _, c := range cands {
-		if covered[c.name] || lines[c.line] {
-			continue
+	// Lines are chosen by an estimate of their tokens (bytes over a ratio),
+	// the digest is counted exactly, and chosen again with the ratio that
+	// count measured: counting each candidate exactly was a fifth of a late
+	// call's cost, and a fixed ratio left a quarter of the digest's budget
+	// unused on indented code.
+	compose := func(bytesPerToken float64) (string, []string) {
+		cov := make(map[string]bool, len(covered))
+		for k := range covered {
+			cov[k] = true
 		}
-		n := len(c.line)*10/32 + 1
-		if _, ok := chosen[c.source]; !ok {
-			n += maxDigestCommand / 3 // its header
+		est := int(float64(len(digestHeader))/bytesPerToken) + MessageOverhead + 2
+		lines := map[string]bool{}
+		chosen := map[*Message][]cand{}
+		var order []*Message
+		for _, c := range cands {
+			if cov[c.name] || lines[c.line] {
+				continue
+			}
+			n := int(float64(len(c.line)+1)/bytesPerToken) + 1
+			if _, ok := chosen[c.source]; !ok {
+				n += int(float64(maxDigestCommand+16) / bytesPerToken) // its header
+			}
+			if est+n > limit {
+				continue
+			}
+			lines[c.line] = true
+			for _, name := range c.names {
+				cov[name] = true // one line shows all its names
+			}
+			if _, ok := chosen[c.source]; !ok {
+				order = append(order, c.source)
+			}
+			chosen[c.source] = append(chosen[c.source], c)
+			est += n
 		}
-		if est+n > limit {
-			continue
+		// Rendered by output, newest first, each under the command that
+		// made it (a line of a file view means little without the file),
+		// its lines in their own order. Offline, the headers cost a point
+		// of needed names at a 12,000 budget: worth what they tell the agent.
+		sort.SliceStable(order, func(i, j int) bool { return order[i].Seq > order[j].Seq })
+		var sb strings.Builder
+		sb.WriteString(digestHeader)
+		var sources []string
+		for _, src := range order {
+			cs := chosen[src]
+			sort.Slice(cs, func(i, j int) bool { return cs[i].at < cs[j].at })
+			cmd := calls[src.ToolCallID]
+			if cmd == "" {
+				cmd = "tool output"
+			}
+			sb.WriteString("\n[lines from: ")
+			sb.WriteString(truncateRunes(strings.Join(strings.Fields(cmd), " "), maxDigestCommand))
+			sb.WriteString("]")
+			for _, c := range cs {
+				sb.WriteString("\n")
+				sb.WriteString(c.line)
+			}
+			sources = append(sources, src.ID)
 		}
-		lines[c.line] = true
-		for _, name := range c.names {
-			covered[name] = true // one line shows all its names
-		}
-		if _, ok := chosen[c.source]; !ok {
-			order = append(order, c.source)
-		}
-		chosen[c.source] = append(chosen[c.source], c)
-		est += n
+		return sb.String(), sources
 	}
-	// Rendered by output, newest first, each under the command that made it
-	// (a line of a file view means little without the file), its lines in
-	// their own order. Offline, the headers cost a point of needed names at
-	// a 12,000 budget: worth what they tell the agent.
-	sort.SliceStable(order, func(i, j int) bool { return order[i].Seq > order[j].Seq })
-	var sb strings.Builder
-	sb.WriteString(digestHeader)
-	var sources []string
-	for _, src := range order {
-		cs := chosen[src]
-		sort.Slice(cs, func(i, j int) bool { return cs[i].at < cs[j].at })
-		cmd := calls[src.ToolCallID]
-		if cmd == "" {
-			cmd = "tool output"
+	content, sources := compose(3.2)
+	if len(sources) > 0 {
+		n, err := b.s.Tokenizer.Count(b.sess.Encoding, content)
+		if err != nil {
+			return fmt.Errorf("count digest: %w", err)
 		}
-		sb.WriteString("\n[lines from: ")
-		sb.WriteString(truncateRunes(strings.Join(strings.Fields(cmd), " "), maxDigestCommand))
-		sb.WriteString("]")
-		for _, c := range cs {
-			sb.WriteString("\n")
-			sb.WriteString(c.line)
+		if n > 0 && (n > limit || n < limit*9/10) {
+			content, sources = compose(0.97 * float64(len(content)) / float64(n))
 		}
-		sources = append(sources, src.ID)
 	}
 	if len(sources) == 0 {
 		return nil
 	}
-	d := &Message{ID: "digest", Role: RoleUser, Content: sb.String(), Kind: KindDigest, State: StateActive,
+	d := &Message{ID: "digest", Role: RoleUser, Content: content, Kind: KindDigest, State: StateActive,
 		SessionID: b.sess.ID, Anchor: oldest, Sources: sources}
 	// The estimate adds up piece by piece; the window needs the exact cost.
 	for {
