@@ -206,15 +206,25 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 		if promptTokens, err = MessageTokens(s.Tokenizer, sess.Encoding, &Message{Role: RoleUser, Content: req.Prompt}); err != nil {
 			return nil, err
 		}
-		vecs, err := s.embed(ctx, []string{req.Prompt})
-		if err != nil {
-			return nil, fmt.Errorf("embed prompt: %w", err)
-		}
-		b.qvec = vecs[0]
 	}
 	b.res.Budget.PromptTokens = promptTokens
 	b.avail = req.MaxTokens - promptTokens - ReplyPriming
 	return b, nil
+}
+
+// embedPrompt embeds the prompt, when a level ranks by it: a window that
+// fits whole, and a tool loop's, do not (embedding an 8,000-character tool
+// output was a good part of such a call).
+func (b *windowBuilder) embedPrompt(ctx context.Context) error {
+	if b.qvec != nil || strings.TrimSpace(b.req.Prompt) == "" {
+		return nil
+	}
+	vecs, err := b.s.embed(ctx, []string{b.req.Prompt})
+	if err != nil {
+		return fmt.Errorf("embed prompt: %w", err)
+	}
+	b.qvec = vecs[0]
+	return nil
 }
 
 func (b *windowBuilder) cost(m *Message) int { return b.pol.windowCost(m, b.sess.AssistantTurns) }
@@ -232,6 +242,9 @@ func (b *windowBuilder) build(ctx context.Context) (*ContextResult, error) {
 	// nothing to rank: skip scoring (the common case for young sessions).
 	if b.sess.Counts.Dropped+b.sess.Counts.Summarized == 0 && b.takeAllIfFits() {
 		return b.assemble(), nil
+	}
+	if err := b.embedPrompt(ctx); err != nil {
+		return nil, err
 	}
 	if err := b.scoreWindow(ctx); err != nil {
 		return nil, err

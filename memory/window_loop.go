@@ -34,7 +34,7 @@ const (
 // verbatim recoveries for the prompt; the tail of newest steps gets the rest
 // first, and what the digest or recoveries leave flows back to it.
 var (
-	LoopDigestShare    = 0.15
+	LoopDigestShare    = 0.2
 	LoopRecoveredShare = 0.0
 )
 
@@ -139,6 +139,9 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 		}
 	}
 	if LoopRecoveredShare > 0 {
+		if err := b.embedPrompt(ctx); err != nil {
+			return nil, err
+		}
 		if err := b.findRecoverable(ctx); err != nil {
 			return nil, err
 		}
@@ -263,7 +266,7 @@ func (b *windowBuilder) takeTail(tail []*unit, shown map[string]bool, limit int,
 }
 
 // maxDigestCommand bounds the command shown above an output's lines.
-const maxDigestCommand = 80
+const maxDigestCommand = 48
 
 // digestHeader opens the digest message.
 const digestHeader = "[ctxd: earlier tool output, one line for each file and identifier it named that the newest steps do not show; the whole outputs are the ids in sources, GET /v1/messages/{id}]"
@@ -354,16 +357,13 @@ func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, sh
 	// call's cost, and a fixed ratio left a quarter of the digest's budget
 	// unused on indented code.
 	compose := func(bytesPerToken float64) (string, []string) {
-		cov := make(map[string]bool, len(covered))
-		for k := range covered {
-			cov[k] = true
-		}
+		cov := map[string]bool{} // covered by the lines chosen in this pass
 		est := int(float64(len(digestHeader))/bytesPerToken) + MessageOverhead + 2
 		lines := map[string]bool{}
 		chosen := map[*Message][]cand{}
 		var order []*Message
 		for _, c := range cands {
-			if cov[c.name] || lines[c.line] {
+			if covered[c.name] || cov[c.name] || lines[c.line] {
 				continue
 			}
 			n := int(float64(len(c.line)+1)/bytesPerToken) + 1
