@@ -113,8 +113,17 @@ func TestLongToolLoopConverges(t *testing.T) {
 	}
 	mustAppend(t, h, "loop", &memory.Message{Role: memory.RoleSystem, Content: "You are a coding agent. Use bash.", Pinned: true},
 		&memory.Message{Role: memory.RoleUser, Content: "Make the test suite of the payments service pass."})
-	mustAppend(t, h, "loop", step(0, "config: the staging database secret is kept in vault path secret/payments/stagingDbKey")...)
-	stored, written, compactions, notes, flushPending := 4, 0, 0, 0, false
+	facts := map[string]string{ // query -> what the early output said
+		"staging database secret vault":   "the staging database secret is kept in vault path secret/payments/stagingDbKey",
+		"payment_retry_limit in settings": "payment_retry_limit = 7 in settings/payments.toml",
+		"currency rounding bug ticket":    "the currency rounding bug is ticket PAY-4412, fixed in roundHalfEven()",
+	}
+	k := 0
+	for _, fact := range facts {
+		mustAppend(t, h, "loop", step(1000+k, "config: "+fact)...)
+		k++
+	}
+	stored, written, compactions, notes, flushPending := 2+2*len(facts), 0, 0, 0, false
 	for i := 1; i <= 150; i++ {
 		out := codeOutput(i, 5+(i*37)%120)
 		if i%25 == 0 {
@@ -171,9 +180,50 @@ func TestLongToolLoopConverges(t *testing.T) {
 	if err := h.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hits, err := h.Search(ctx, memory.SearchRequest{Query: "staging database secret vault", Sessions: []string{"loop"}, K: 5})
-	if err != nil || len(hits) == 0 || !strings.Contains(hits[0].Content, "stagingDbKey") {
-		t.Fatalf("the early fact is not found: %v %v", hits, err)
+	for query, fact := range facts {
+		hits, err := h.Search(ctx, memory.SearchRequest{Query: query, Sessions: []string{"loop"}, K: 5})
+		found := -1
+		for i, hit := range hits {
+			if !hit.IsSummary() && strings.Contains(hit.Content, fact) {
+				found = i
+				break
+			}
+		}
+		if err != nil || found < 0 {
+			t.Errorf("the early fact %q is not in the top 5: %v", fact, err)
+			continue
+		}
+		// recoverable whole, by id, wherever it is
+		got, err := h.Message(ctx, hits[found].ID)
+		if err != nil || !strings.Contains(got.Content, fact) {
+			t.Errorf("the early fact %q cannot be read back by id: %v", fact, err)
+		}
+	}
+	// The cold mirror holds one line per original that went cold, each once.
+	chunks, err := h.Cold.Read("default", "loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold, _, err := h.ListCold(ctx, "loop", "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]int{}
+	for _, c := range chunks {
+		lines[c.ChunkID]++
+	}
+	for id, n := range lines {
+		if n != 1 {
+			t.Errorf("message %s has %d lines in the cold mirror", id, n)
+		}
+	}
+	for _, m := range cold {
+		if lines[m.ID] != 1 && !m.IsSummary() {
+			t.Errorf("cold original %s has %d lines in the cold mirror", m.ID, lines[m.ID])
+		}
+	}
+	if len(cold) == 0 {
+		t.Fatal("nothing went cold")
 	}
 }
 
