@@ -82,10 +82,11 @@ func newEvalCmd() *cobra.Command {
 			"  ctxd eval --agent bench/agent-dev/runs.jsonl --limit 8 --policy '{\"target_pct\": 0.3}'",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Cancel on ^C so the temporary data dir is still removed.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if ao.Runs != "" {
-				return runAgentEvalCmd(ctx, cmd, ao, o.Out, asJSON)
+				return runAgentEvalCmd(ctx, cmd, ao, o, asJSON)
 			}
 			if err := checkEvalFlags(cmd.Flags()); err != nil {
 				return err
@@ -160,30 +161,30 @@ func checkEvalFlags(fs *pflag.FlagSet) error {
 	return nil
 }
 
-// runAgentEvalCmd is `ctxd eval --agent`: the script's defaults for the
-// window and budget unless given, the figures on stdout, JSON into out.
-func runAgentEvalCmd(ctx context.Context, cmd *cobra.Command, o agentOptions, out string, asJSON bool) error {
+// runAgentEvalCmd is `ctxd eval --agent`: the flags it shares with the
+// LoCoMo eval (eo) with the script's window and budget unless given, the
+// figures on stdout, the JSON into --out.
+func runAgentEvalCmd(ctx context.Context, cmd *cobra.Command, o agentOptions, eo evalOptions, asJSON bool) error {
 	fs := cmd.Flags()
 	for _, name := range evalLoCoMoFlags {
 		if fs.Changed(name) {
 			return usageErrorf("--%s: does not apply with --agent", name)
 		}
 	}
-	o.Server = fs.Lookup("server").Value.String()
-	o.Window, o.Budget = agentDefaultWindow, agentDefaultBudget
+	o.Server, o.Window, o.Budget = eo.Server, agentDefaultWindow, agentDefaultBudget
 	if fs.Changed("window") {
-		o.Window, _ = fs.GetInt("window")
+		o.Window = eo.Window
 	}
 	if fs.Changed("budget") {
-		o.Budget, _ = fs.GetInt("budget")
+		o.Budget = eo.Budget
 	}
 	o.Progress = cmd.ErrOrStderr()
 	rep, err := runAgentEval(ctx, o)
 	if err != nil {
 		return err
 	}
-	if out != "" {
-		if err := rep.writeJSONFile(out); err != nil {
+	if eo.Out != "" {
+		if err := rep.writeJSONFile(eo.Out); err != nil {
 			return err
 		}
 	}

@@ -46,6 +46,8 @@ const (
 	agentHardLimit     = 0.85 // of the window: a write leaving the session above it counts
 )
 
+// check refuses, before anything runs, what the API would refuse on the
+// first request.
 func (o *agentOptions) check() error {
 	switch {
 	case o.Window < 256 || o.Window > 10_000_000:
@@ -55,10 +57,8 @@ func (o *agentOptions) check() error {
 	case o.Limit < 0:
 		return usageErrorf("--limit: %d is negative (0 replays every run)", o.Limit)
 	}
-	if _, err := o.sessionSettings(); err != nil {
-		return err
-	}
-	return nil
+	_, err := o.sessionSettings()
+	return err
 }
 
 // sessionSettings is the PUT body of each session: --policy with the
@@ -68,7 +68,7 @@ func (o *agentOptions) sessionSettings() (map[string]any, error) {
 	if o.Policy != "" {
 		dec := json.NewDecoder(strings.NewReader(o.Policy))
 		dec.UseNumber() // sent on as written
-		if err := dec.Decode(&settings); err != nil || settings == nil {
+		if err := dec.Decode(&settings); err != nil || settings == nil || dec.More() {
 			return nil, usageErrorf("--policy: %q is not a JSON object of session settings", o.Policy)
 		}
 	}
