@@ -5,7 +5,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build test test-short fuzz bench lint vectors eval figures clean
+.PHONY: run build test test-short fuzz bench lint vectors eval eval-agent figures clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -65,12 +65,21 @@ BENCH_DIR ?= ../shared/bench/locomo-dev
 eval: build
 	$(BIN) eval --turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --out /tmp/ctxd-eval-results.jsonl
 
-# The README's table of figures: eval and bench at the full sizes, measured here and written between its
-# markers. It takes minutes and its latencies are this machine's: run it when the machine is quiet.
+# Recorded coding-agent runs (../shared/bench/agent-dev) replayed through the API with agent_replay.py's
+# definitions: needed-in-window beside the baseline, compactions, storage, latency growth. About 3 minutes
+# for the 71 runs; AGENT_LIMIT=8 replays the first 8. The figures' JSON goes to /tmp/ctxd-eval-agent.json.
+AGENT_RUNS  ?= ../shared/bench/agent-dev/runs.jsonl
+AGENT_LIMIT ?= 0
+eval-agent: build
+	$(BIN) eval --agent $(AGENT_RUNS) --limit $(AGENT_LIMIT) --out /tmp/ctxd-eval-agent.json
+
+# The README's table of figures: eval, agent replay and bench at the full sizes, measured here and written
+# between its markers. It takes minutes and its latencies are this machine's: run it when the machine is quiet.
 BENCH_README ?= $(dir $(BENCH_DIR))README.md
 figures: build
 	$(BIN) figures --messages 100000 --sessions 100 --clients 50 --duration 60s \
-		--turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --floor $(BENCH_README)
+		--turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --floor $(BENCH_README) \
+		--agent-runs $(AGENT_RUNS)
 
 clean:
 	rm -rf bin

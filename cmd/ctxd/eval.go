@@ -50,11 +50,13 @@ const (
 
 func newEvalCmd() *cobra.Command {
 	var o evalOptions
+	var ao agentOptions
 	var ks string
 	var asJSON, noContext, misses bool
 	cmd := &cobra.Command{
-		Use:   "eval --turns turns.jsonl --questions questions.jsonl --out results.jsonl",
-		Short: "Measure evidence retrieval on a long-conversation benchmark (e.g. LoCoMo)",
+		Use: "eval --turns turns.jsonl --questions questions.jsonl --out results.jsonl\n" +
+			"  ctxd eval --agent runs.jsonl [--limit N] [--policy JSON] [--out figures.json]",
+		Short: "Measure evidence retrieval on a long-conversation benchmark (e.g. LoCoMo), or replay agent runs",
 		Long: "Store each conversation of --turns as one session (eval-<conv_id>, replaced if it exists), ask every\n" +
 			"question of --questions through POST /v1/search, write the ranked turn ids to --out in the format\n" +
 			"bench/score.py reads, and print recall@k, all@k and hit@k per category with score.py's definitions,\n" +
@@ -67,11 +69,28 @@ func newEvalCmd() *cobra.Command {
 			"baselines packed into the same budget with the server's exact token accounting: the newest turns\n" +
 			"(sliding window) and the best BM25 turns (text-mode search of eval-<conv_id>). It also reports the\n" +
 			"compactions, the largest window against the hard limit, whether every turn is still stored as sent,\n" +
-			"and context latency.",
+			"and context latency.\n\n" +
+			"With --agent it replays recorded coding-agent runs instead, as bench/agent_replay.py does and with its\n" +
+			"definitions: one session per run (agent-<id>, window --window, default 16000, plus --policy), the system\n" +
+			"prompt pinned, and before each assistant turn a context call (the newest input as prompt, max_tokens\n" +
+			"--budget, default 12000) whose window is measured against the names that turn uses from more than 6\n" +
+			"messages back, beside a baseline of the system prompt, the task and the newest messages that fit the\n" +
+			"budget; then the turn and its results are stored. It prints the script's figures (--json: as JSON;\n" +
+			"--out: the JSON into a file too). Without --server the data dir's size is measured as well.",
 		Example: "  ctxd eval --turns bench/locomo-dev/turns.jsonl --questions bench/locomo-dev/questions.jsonl \\\n" +
-			"    --out /tmp/results.jsonl -k 5,10,20 --mode hybrid --window 4096 --budget 2048",
+			"    --out /tmp/results.jsonl -k 5,10,20 --mode hybrid --window 4096 --budget 2048\n" +
+			"  ctxd eval --agent bench/agent-dev/runs.jsonl --limit 8 --policy '{\"target_pct\": 0.3}'",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Cancel on ^C so the temporary data dir is still removed.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if ao.Runs != "" {
+				return runAgentEvalCmd(ctx, cmd, ao, o, asJSON)
+			}
+			if err := checkEvalFlags(cmd.Flags()); err != nil {
+				return err
+			}
 			var err error
 			if o.Ks, err = parseKs(ks); err != nil {
 				return err
@@ -85,9 +104,6 @@ func newEvalCmd() *cobra.Command {
 			if err := o.checkContext(); err != nil {
 				return err
 			}
-			// Cancel on ^C so the temporary data dir is still removed.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			rep, err := runEval(ctx, o)
 			if err != nil {
 				return err
@@ -104,7 +120,7 @@ func newEvalCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Turns, "turns", "", "turns.jsonl: conv_id, session_ts, turn_id, speaker, text, one turn a line")
 	f.StringVar(&o.Questions, "questions", "", "questions.jsonl: qid, conv_id, question, category(_name), adversarial, evidence")
-	f.StringVar(&o.Out, "out", "", "where to write the ranked turn ids, one {\"qid\", \"retrieved\"} line per question")
+	f.StringVar(&o.Out, "out", "", "where to write the ranked turn ids, one {\"qid\", \"retrieved\"} line per question (with --agent: the figures as JSON)")
 	f.StringVarP(&ks, "k", "k", "5,10,20", "cut-offs to score, comma-separated; the search asks for the largest (at most 100)")
 	f.StringVar(&o.Server, "server", "", "base URL of a running ctxd (e.g. http://127.0.0.1:8080); empty: start one in-process")
 	f.StringVar(&o.Mode, "mode", "hybrid", "search mode: hybrid, text or vector")
@@ -112,15 +128,70 @@ func newEvalCmd() *cobra.Command {
 	f.BoolVar(&o.SkipAdversarial, "skip-adversarial", true, "skip adversarial (unanswerable) questions, as score.py does by default")
 	f.BoolVar(&noContext, "no-context", false, "skip the evidence-in-window part (ctx- sessions, context endpoint, baselines)")
 	f.BoolVar(&misses, "misses", false, "list on stderr each question whose evidence ctxd's window missed, beside what the baselines found")
-	f.IntVar(&o.Window, "window", 4096, "context_window of the ctx- sessions, in tokens")
-	f.IntVar(&o.Budget, "budget", 2048, "max_tokens of each context call, and the budget of the baselines")
+	f.IntVar(&o.Window, "window", 4096, "context_window of the ctx- sessions, in tokens (with --agent: of each run's session; default 16000 there)")
+	f.IntVar(&o.Budget, "budget", 2048, "max_tokens of each context call, and the budget of the baselines (with --agent: default 12000)")
 	f.IntVar(&o.ContextBatch, "context-batch", 2, "turns per write to the ctx- sessions (auto-compaction runs on writes)")
-	for _, name := range []string{"turns", "questions", "out"} {
-		if err := cmd.MarkFlagRequired(name); err != nil {
-			panic(err) // only if the flag above is misnamed
+	f.StringVar(&ao.Runs, "agent", "", "replay the recorded agent runs of this JSONL file instead (see above); --turns and --questions do not apply")
+	f.IntVar(&ao.Limit, "limit", 0, "with --agent: replay only the first N runs (0: all)")
+	f.StringVar(&ao.Policy, "policy", "", "with --agent: JSON object of session settings PUT with the window, e.g. '{\"target_pct\": 0.3}'")
+	return cmd
+}
+
+// evalLoCoMoFlags are the flags of the LoCoMo eval, which --agent does not read.
+var evalLoCoMoFlags = []string{"turns", "questions", "k", "mode", "skip-adversarial", "no-context", "misses", "context-batch"}
+
+// checkEvalFlags requires the LoCoMo eval's files (cobra's required flags
+// cannot, since --agent needs none of them) and refuses the agent flags.
+func checkEvalFlags(fs *pflag.FlagSet) error {
+	var missing []string
+	for _, name := range []string{"out", "questions", "turns"} {
+		if !fs.Changed(name) {
+			missing = append(missing, name)
 		}
 	}
-	return cmd
+	if len(missing) > 0 {
+		// cobra's own wording, which the exit code recognises as a usage error
+		return fmt.Errorf(`required flag(s) "%s" not set`, strings.Join(missing, `", "`))
+	}
+	for _, name := range []string{"limit", "policy"} {
+		if fs.Changed(name) {
+			return usageErrorf("--%s: only with --agent", name)
+		}
+	}
+	return nil
+}
+
+// runAgentEvalCmd is `ctxd eval --agent`: the flags it shares with the
+// LoCoMo eval (eo) with the script's window and budget unless given, the
+// figures on stdout, the JSON into --out.
+func runAgentEvalCmd(ctx context.Context, cmd *cobra.Command, o agentOptions, eo evalOptions, asJSON bool) error {
+	fs := cmd.Flags()
+	for _, name := range evalLoCoMoFlags {
+		if fs.Changed(name) {
+			return usageErrorf("--%s: does not apply with --agent", name)
+		}
+	}
+	o.Server, o.Window, o.Budget = eo.Server, agentDefaultWindow, agentDefaultBudget
+	if fs.Changed("window") {
+		o.Window = eo.Window
+	}
+	if fs.Changed("budget") {
+		o.Budget = eo.Budget
+	}
+	o.Progress = cmd.ErrOrStderr()
+	rep, err := runAgentEval(ctx, o)
+	if err != nil {
+		return err
+	}
+	if eo.Out != "" {
+		if err := rep.writeJSONFile(eo.Out); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return rep.writeJSON(cmd.OutOrStdout())
+	}
+	return rep.writeText(cmd.OutOrStdout())
 }
 
 func parseKs(s string) ([]int, error) {
@@ -418,29 +489,12 @@ func runEval(ctx context.Context, o evalOptions) (_ *evalReport, err error) {
 	defer out.Close()
 
 	rep := &evalReport{Options: o, Conversations: len(convs)}
-	base := strings.TrimRight(o.Server, "/")
-	if base == "" {
-		srv, serr := startEvalServer(ctx)
-		if serr != nil {
-			return nil, serr
-		}
-		defer func() {
-			if cerr := srv.stop(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
-		base, rep.ServerDesc = srv.url, "in-process (default settings, temporary data dir)"
-	} else {
-		u, perr := url.Parse(base)
-		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--server: %q is not an http(s) URL", o.Server)
-		}
-		rep.ServerDesc = base
+	cl, err := connectEval(ctx, o.Server)
+	if err != nil {
+		return nil, err
 	}
-	cl := &evalClient{base: base, http: &http.Client{Timeout: 5 * time.Minute}}
-	if err := cl.do(ctx, "GET", "/readyz", nil, nil); err != nil {
-		return nil, fmt.Errorf("server at %s is not ready: %w", base, err)
-	}
+	defer func() { err = errors.Join(err, cl.close()) }()
+	rep.ServerDesc = cl.desc
 
 	for _, c := range convs {
 		if err := rep.ingest(ctx, cl, c); err != nil {
@@ -644,10 +698,41 @@ func (s *evalServer) stop() error {
 	return nil
 }
 
+// connectEval is a client of the server at --server, or, when server is
+// empty, of a throwaway in-process server, once it is ready. The caller
+// closes it, which stops the in-process server.
+func connectEval(ctx context.Context, server string) (*evalClient, error) {
+	cl := &evalClient{base: strings.TrimRight(server, "/"), http: &http.Client{Timeout: 5 * time.Minute}}
+	cl.desc = cl.base
+	if cl.base == "" {
+		var err error
+		if cl.srv, err = startEvalServer(ctx); err != nil {
+			return nil, err
+		}
+		cl.base, cl.desc = cl.srv.url, "in-process (default settings, temporary data dir)"
+	} else if u, err := url.Parse(cl.base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server: %q is not an http(s) URL", server)
+	}
+	if err := cl.do(ctx, "GET", "/readyz", nil, nil); err != nil {
+		return nil, fmt.Errorf("server at %s is not ready: %w", cl.base, errors.Join(err, cl.close()))
+	}
+	return cl, nil
+}
+
 // evalClient speaks the HTTP API.
 type evalClient struct {
 	base string
+	desc string      // for the report: the URL, or what the in-process server is
+	srv  *evalServer // nil unless in-process
 	http *http.Client
+}
+
+// close stops the in-process server, if any.
+func (c *evalClient) close() error {
+	if c.srv == nil {
+		return nil
+	}
+	return c.srv.stop()
 }
 
 // do sends in as JSON and decodes a 2xx answer into out. Status codes in ok

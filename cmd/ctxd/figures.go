@@ -39,13 +39,17 @@ type figuresOptions struct {
 	Floor     string
 	EvalTurns int // at most this many turns of the first conversation; 0: all
 
+	// The recorded coding-agent runs (ctxd eval --agent).
+	AgentRuns  string
+	AgentLimit int // the first this many runs; 0: all
+
 	Command string // the command line, for the header
 }
 
 // figuresQuick are the sizes of a smoke run; flags given explicitly win.
 var figuresQuick = map[string]string{
 	"messages": "1000", "sessions": "10", "clients": "8", "duration": "2s",
-	"latency-duration": "2s", "ingest-messages": "400", "eval-turns": "60",
+	"latency-duration": "2s", "ingest-messages": "400", "eval-turns": "60", "agent-limit": "1",
 }
 
 func newFiguresCmd() *cobra.Command {
@@ -54,8 +58,9 @@ func newFiguresCmd() *cobra.Command {
 		Use:   "figures",
 		Short: "Measure the headline figures on this machine and write them as a table into README.md",
 		Long: "Run the LoCoMo eval (recall@k beside the BM25 floor, evidence in window beside sliding-window and\n" +
-			"BM25 packing) and the load bench (ingest, one-client search and context latency at --messages /\n" +
-			"--sessions, --clients for --duration of mixed load, start-up, memory) against in-process servers on\n" +
+			"BM25 packing), the load bench (ingest, one-client search and context latency at --messages /\n" +
+			"--sessions, --clients for --duration of mixed load, start-up, memory) and the replay of recorded\n" +
+			"coding-agent runs (ctxd eval --agent on --agent-runs) against in-process servers on\n" +
 			"temporary data dirs, then render a Markdown table of the figures against their goals, with the date,\n" +
 			"commit, machine and this command line, between the markers\n" +
 			"<!-- figures:start --> and <!-- figures:end --> of --readme (or on stdout with --print).\n" +
@@ -92,6 +97,8 @@ func newFiguresCmd() *cobra.Command {
 	f.StringVar(&o.Questions, "questions", filepath.Join(bench, "locomo-dev", "questions.jsonl"), "the eval's questions.jsonl")
 	f.StringVar(&o.Floor, "floor", filepath.Join(bench, "README.md"), "Markdown file whose \"floor\" section holds the BM25 floor table (category, R@5, R@10, R@20)")
 	f.IntVar(&o.EvalTurns, "eval-turns", 0, "evaluate only the first conversation, cut to this many turns (0: everything)")
+	f.StringVar(&o.AgentRuns, "agent-runs", filepath.Join(bench, "agent-dev", "runs.jsonl"), "recorded coding-agent runs to replay, as ctxd eval --agent reads them")
+	f.IntVar(&o.AgentLimit, "agent-limit", 0, "replay only the first N agent runs (0: all)")
 	return cmd
 }
 
@@ -119,8 +126,8 @@ func (o *figuresOptions) prepare(fs *pflag.FlagSet) error {
 		return errors.New("--clients: must be in 1..256")
 	case o.Duration <= 0 || o.LatencyDuration <= 0:
 		return errors.New("--duration and --latency-duration must be positive")
-	case o.EvalTurns < 0:
-		return errors.New("--eval-turns: must not be negative")
+	case o.EvalTurns < 0 || o.AgentLimit < 0:
+		return errors.New("--eval-turns and --agent-limit must not be negative")
 	}
 	return nil
 }

@@ -20,9 +20,10 @@ const (
 	figDocBench   = "bench.json"   // the bench-size ingest and start-up
 	figDocLatency = "latency.json" // one client on the bench data set
 	figDocLoad    = "load.json"    // --clients for --duration on it
+	figDocAgent   = "agent.json"   // `ctxd eval --agent --json`: the agent replay
 )
 
-var figDocNames = []string{figDocMeta, figDocFloor, figDocEval, figDocIngest, figDocBench, figDocLatency, figDocLoad}
+var figDocNames = []string{figDocMeta, figDocFloor, figDocEval, figDocIngest, figDocBench, figDocLatency, figDocLoad, figDocAgent}
 
 type figuresDocs map[string][]byte
 
@@ -84,6 +85,30 @@ type figEval struct {
 	} `json:"context"`
 }
 
+// figAgent is `ctxd eval --agent --json`: the agent replay's figures under
+// agent_replay.py's names. Those the script may leave out are pointers.
+type figAgent struct {
+	Runs          int      `json:"runs"`
+	Calls         int      `json:"context_calls"`
+	Writes        int      `json:"writes"`
+	Needed        float64  `json:"needed_in_window_pct"`
+	Baseline      float64  `json:"needed_in_window_baseline_pct"`
+	NeededNames   int      `json:"needed_tokens"`
+	LatestPresent float64  `json:"latest_present_pct"`
+	LatestWhole   float64  `json:"latest_whole_pct"`
+	OverBudget    int      `json:"over_budget_windows"`
+	Invalid       int      `json:"invalid_pairs"`
+	OverHardLimit int      `json:"writes_over_hard_limit"`
+	Compactions   float64  `json:"compactions_per_100_messages"`
+	Summaries     float64  `json:"live_summaries_per_original"`
+	Storage       *float64 `json:"storage_bytes_per_content_byte"` // null: not measured (a --server run)
+	P50           *float64 `json:"context_ms_p50"`
+	P99           *float64 `json:"context_ms_p99"`
+	Growth        *float64 `json:"context_latency_growth_median"` // null: no run of 8+ calls
+	Window        int      `json:"window"`
+	Budget        int      `json:"budget"`
+}
+
 // figuresData is everything the table is rendered from.
 type figuresData struct {
 	Meta    figuresMeta
@@ -93,12 +118,14 @@ type figuresData struct {
 	Bench   *benchReport
 	Latency *benchReport
 	Load    *benchReport
+	Agent   figAgent
 }
 
 func parseFiguresDocs(d figuresDocs) (*figuresData, error) {
 	data := &figuresData{Ingest: &benchReport{}, Bench: &benchReport{}, Latency: &benchReport{}, Load: &benchReport{}}
 	into := map[string]any{figDocMeta: &data.Meta, figDocFloor: &data.Floor, figDocEval: &data.Eval,
-		figDocIngest: data.Ingest, figDocBench: data.Bench, figDocLatency: data.Latency, figDocLoad: data.Load}
+		figDocIngest: data.Ingest, figDocBench: data.Bench, figDocLatency: data.Latency, figDocLoad: data.Load,
+		figDocAgent: &data.Agent}
 	for _, name := range figDocNames {
 		if err := json.Unmarshal(d[name], into[name]); err != nil {
 			return nil, fmt.Errorf("figures: read %s: %w", name, err)
@@ -115,6 +142,8 @@ func parseFiguresDocs(d figuresDocs) (*figuresData, error) {
 		return nil, fmt.Errorf("figures: %s has no start-up (it was run without --startup)", figDocBench)
 	case data.Latency.Mixed == nil || data.Load.Mixed == nil:
 		return nil, fmt.Errorf("figures: %s or %s has no mixed load", figDocLatency, figDocLoad)
+	case data.Agent.Runs == 0 || data.Agent.P50 == nil || data.Agent.P99 == nil:
+		return nil, fmt.Errorf("figures: %s has no agent replay figures", figDocAgent)
 	}
 	for _, op := range []string{benchOpSearchAll, benchOpSearchSession, benchOpContext} {
 		if _, ok := data.Latency.Mixed.Ops[op]; !ok {

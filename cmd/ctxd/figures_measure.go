@@ -55,6 +55,9 @@ func measureFigures(ctx context.Context, o figuresOptions, logw io.Writer) (figu
 	if docs[figDocEval], err = figuresEval(ctx, o, tmp, logw); err != nil {
 		return nil, err
 	}
+	if docs[figDocAgent], err = figuresAgent(ctx, o, logw); err != nil {
+		return nil, err
+	}
 	return docs, nil
 }
 
@@ -135,6 +138,11 @@ func figuresEval(ctx context.Context, o figuresOptions, tmp string, logw io.Writ
 	rep, err := runEval(ctx, evalOptions{Turns: turns, Questions: questions, Out: filepath.Join(tmp, "eval-results.jsonl"),
 		Ks: []int{5, 10, 20}, Mode: "hybrid", SkipAdversarial: true,
 		Context: true, Window: figEvalWindow, Budget: figEvalBudget, ContextBatch: 2})
+	return figuresJSON(rep, err)
+}
+
+// figuresJSON is an eval's JSON report, or the error that left none.
+func figuresJSON(rep interface{ writeJSON(io.Writer) error }, err error) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("figures: %w", err)
 	}
@@ -204,4 +212,14 @@ func evalSubset(turnsPath, questionsPath, dir string, n int) (string, string, er
 		}
 	}
 	return tp, qp, nil
+}
+
+// figuresAgent replays the recorded agent runs (the first --agent-limit)
+// as `make eval-agent` does: the script's window and budget, default
+// session settings.
+func figuresAgent(ctx context.Context, o figuresOptions, logw io.Writer) ([]byte, error) {
+	fmt.Fprintf(logw, "figures: agent replay of %s\n", o.AgentRuns)
+	rep, err := runAgentEval(ctx, agentOptions{Runs: o.AgentRuns, Window: agentDefaultWindow, Budget: agentDefaultBudget,
+		Limit: o.AgentLimit, Progress: logw})
+	return figuresJSON(rep, err)
 }

@@ -17,6 +17,16 @@ const (
 	goalStartupSec      = 3    // a fresh process ready on the bench data set
 )
 
+// The agent replay's goals (issue 13), on the script's window and budget.
+const (
+	goalAgentNeededPct         = 95   // needed-in-window
+	goalAgentNeededLead        = 10   // points of needed-in-window above the baseline
+	goalAgentCompactionsPer100 = 5    // compactions per 100 stored messages
+	goalAgentSummariesPerOrig  = 0.05 // live summaries per stored original
+	goalAgentStoragePerByte    = 4    // data dir bytes per byte of content
+	goalAgentLatencyGrowth     = 1.5  // last quarter's context latency over the first's
+)
+
 const (
 	figMet    = "met"
 	figNotYet = "not yet"
@@ -56,6 +66,7 @@ func figuresRows(d *figuresData) []figRow {
 	var rows []figRow
 	rows = append(rows, recallRows(d.Eval, &d.Floor)...)
 	rows = append(rows, evidenceRows(d.Eval)...)
+	rows = append(rows, agentRows(d.Agent)...)
 	rows = append(rows, ingestRows(d.Ingest, d.Bench)...)
 	rows = append(rows, latencyRows(d.Latency)...)
 	rows = append(rows, loadRow(d.Load), startupRow(d.Bench.Startup), memoryRow(d.Bench, d.Load))
@@ -114,6 +125,74 @@ func evidenceRows(e figEval) []figRow {
 	return append(rows, figRow{What: fmt.Sprintf("context, LoCoMo sessions (%s-token window), 1 client", figInt(c.Window)),
 		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%d calls)", f1(c.P50), f1(c.P99), c.Calls)})
 }
+
+// agentRows are the figures of the agent replay, each as the script
+// rounds it, with its goal; the baseline stands beside needed-in-window.
+func agentRows(a figAgent) []figRow {
+	what := func(s string) string { return "agent replay, " + s }
+	needed, base := r1(a.Needed), r1(a.Baseline)
+	var short []string
+	if needed < goalAgentNeededPct {
+		short = append(short, fmt.Sprintf("below %d", goalAgentNeededPct))
+	}
+	if r1(needed-base) < goalAgentNeededLead {
+		short = append(short, fmt.Sprintf("less than %d points above the baseline", goalAgentNeededLead))
+	}
+	rows := []figRow{{
+		What: what(fmt.Sprintf("needed-in-window (names the next turn uses from more than 6 messages back, shown in context): "+
+			"%d recorded coding-agent runs, %s-token window, %s-token budget", a.Runs, figInt(a.Window), figInt(a.Budget))),
+		Figure: fmt.Sprintf("%s (baseline %s: system prompt, task and the newest messages that fit; %s names)",
+			f1(needed), f1(base), figInt(a.NeededNames)),
+		Goal:   fmt.Sprintf(">= %d, and >= %d points above the baseline", goalAgentNeededPct, goalAgentNeededLead),
+		Status: figStatus(len(short) == 0, strings.Join(short, ", ")),
+	}, {
+		What:   what("latest input (the message the next turn answers) in the window / whole, % of context calls"),
+		Figure: fmt.Sprintf("%s / %s (%s calls)", pyNum(a.LatestPresent), pyNum(a.LatestWhole), figInt(a.Calls)),
+		Goal:   "100 present", Status: figStatus(a.LatestPresent == 100, ""),
+	}}
+	var bad []string
+	for _, c := range []struct {
+		n    int
+		name string
+	}{{a.OverBudget, "over budget"}, {a.Invalid, "invalid pairs"}, {a.OverHardLimit, "over 85%"}} {
+		if c.n != 0 {
+			bad = append(bad, c.name)
+		}
+	}
+	rows = append(rows, figRow{
+		What: what("windows over budget / invalid tool pairs / writes leaving the session over 85% of its window"),
+		Figure: fmt.Sprintf("%d / %d / %d (of %s windows, %s writes)", a.OverBudget, a.Invalid, a.OverHardLimit,
+			figInt(a.Calls), figInt(a.Writes)),
+		Goal: "0 / 0 / 0", Status: figStatus(len(bad) == 0, strings.Join(bad, ", ")),
+	}, figRow{
+		What:   what("compactions per 100 stored messages"),
+		Figure: f1(a.Compactions), Goal: fmt.Sprintf("<= %d", goalAgentCompactionsPer100),
+		Status: figStatus(r1(a.Compactions) <= goalAgentCompactionsPer100, ""),
+	}, figRow{
+		What:   what("live summaries per stored original"),
+		Figure: strconv.FormatFloat(a.Summaries, 'f', 3, 64), Goal: fmt.Sprintf("<= %s", pyNum(goalAgentSummariesPerOrig)),
+		Status: figStatus(a.Summaries <= goalAgentSummariesPerOrig, ""),
+	})
+	storage := figRow{What: what("data dir bytes per byte of content stored"), Figure: "not measured",
+		Goal: fmt.Sprintf("<= %d", goalAgentStoragePerByte)}
+	if a.Storage != nil {
+		storage.Figure = strconv.FormatFloat(*a.Storage, 'f', 2, 64)
+		storage.Status = figStatus(r2(*a.Storage) <= goalAgentStoragePerByte, "")
+	}
+	growth := figRow{What: what("context latency growth (median over runs of the last quarter's calls over the first quarter's)"),
+		Figure: "no run of 8 calls", Goal: fmt.Sprintf("<= %sx", pyNum(goalAgentLatencyGrowth))}
+	if a.Growth != nil {
+		growth.Figure = strconv.FormatFloat(*a.Growth, 'f', 2, 64) + "x"
+		growth.Status = figStatus(r2(*a.Growth) <= goalAgentLatencyGrowth, "")
+	}
+	return append(rows, storage, figRow{
+		What:   what("context latency, 1 client"),
+		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(*a.P50), f1(*a.P99), figInt(a.Calls)),
+	}, growth)
+}
+
+// pyNum writes v as the script prints it, without a trailing ".0".
+func pyNum(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func ingestRows(goal, bench *benchReport) []figRow {
 	g, o := goal.Ingest, goal.Options

@@ -10,7 +10,8 @@ import (
 )
 
 // testdata/figures holds the JSON reports of a --quick run (the eval's
-// per-question detail removed, the header fixed) and a floor table.
+// per-question detail removed, the header fixed), a floor table, and the
+// agent replay of 2 runs (with 2 writes over the hard limit put in).
 var figuresFixture = filepath.Join("testdata", "figures")
 
 func loadFiguresFixture(t *testing.T) *figuresData {
@@ -62,6 +63,16 @@ func TestFiguresRenderFixture(t *testing.T) {
 		{"8 clients for 2.1 s of mixed load", "63.6 ops/s, 0 errors; p99 ms: search_all 211.6, search_session 211.5, context 380.6, write 417.4", "no errors", "met"},
 		{"start-up on the bench data set: a fresh `ctxd serve`", "1.05 s (0.59 s of CPU)", "<= 3 s", "met"},
 		{"RSS on the bench data set", "101 MB when a fresh process is ready (63 anon, 38 file-mapped); in-process after the mixed load 148 MB, peak 161 MB (with the load generator)", "", ""},
+		{"agent replay, needed-in-window (names the next turn uses from more than 6 messages back, shown in context): 2 recorded coding-agent runs, 16,000-token window, 12,000-token budget",
+			"75.4 (baseline 82.6: system prompt, task and the newest messages that fit; 69 names)",
+			">= 95, and >= 10 points above the baseline", "not yet: below 95, less than 10 points above the baseline"},
+		{"agent replay, latest input", "100 / 98.9 (91 calls)", "100 present", "met"},
+		{"agent replay, windows over budget", "0 / 0 / 2 (of 91 windows, 93 writes)", "0 / 0 / 0", "not yet: over 85%"},
+		{"agent replay, compactions per 100", "24.2", "<= 5", "not yet"},
+		{"agent replay, live summaries", "0.473", "<= 0.05", "not yet"},
+		{"agent replay, data dir bytes", "97.68", "<= 4", "not yet"},
+		{"agent replay, context latency, 1 client", "p50 21.1 ms, p99 236.1 ms (91 calls)", "", ""},
+		{"agent replay, context latency growth", "16.24x", "<= 1.5x", "not yet"},
 	}
 	for _, w := range want {
 		r := figRowOf(t, rows, w.prefix)
@@ -69,9 +80,9 @@ func TestFiguresRenderFixture(t *testing.T) {
 			t.Errorf("%s:\n got  %q | %q | %q\n want %q | %q | %q", w.prefix, r.Figure, r.Goal, r.Status, w.figure, w.goal, w.status)
 		}
 	}
-	// 5 recall, 5 evidence, LoCoMo context, 2 ingest, 3 latency, load, start-up, RSS.
-	if len(rows) != 19 {
-		t.Errorf("%d rows, want 19", len(rows))
+	// 5 recall, 5 evidence, LoCoMo context, 8 agent replay, 2 ingest, 3 latency, load, start-up, RSS.
+	if len(rows) != 27 {
+		t.Errorf("%d rows, want 27", len(rows))
 	}
 
 	block := renderFigures(d)
@@ -85,8 +96,8 @@ func TestFiguresRenderFixture(t *testing.T) {
 			t.Errorf("block lacks %q:\n%s", s, block)
 		}
 	}
-	if n := strings.Count(block, "\n| "); n != 19+1 {
-		t.Errorf("%d table lines after the header, want 20:\n%s", n, block)
+	if n := strings.Count(block, "\n| "); n != 27+1 {
+		t.Errorf("%d table lines after the header, want 28:\n%s", n, block)
 	}
 }
 
@@ -123,6 +134,28 @@ func TestFiguresStatusFlips(t *testing.T) {
 			row := d.Eval.Table["single-hop"]
 			row["recall@5"], row["recall@10"], row["recall@20"] = 51.4, 58.3, 65.84
 		}, "not yet: @10, @20"},
+		{"agent needed at goal", "agent replay, needed-in-window", func(d *figuresData) {
+			d.Agent.Needed, d.Agent.Baseline = 95, 85
+		}, "met"},
+		{"agent needed lead short", "agent replay, needed-in-window", func(d *figuresData) {
+			d.Agent.Needed, d.Agent.Baseline = 97.5, 87.6
+		}, "not yet: less than 10 points above the baseline"},
+		{"agent needed below 95", "agent replay, needed-in-window", func(d *figuresData) {
+			d.Agent.Needed, d.Agent.Baseline = 94.9, 50
+		}, "not yet: below 95"},
+		{"agent latest missing once", "agent replay, latest input", func(d *figuresData) { d.Agent.LatestPresent = 99.99 }, "not yet"},
+		{"agent no bad windows or writes", "agent replay, windows over budget", func(d *figuresData) { d.Agent.OverHardLimit = 0 }, "met"},
+		{"agent invalid pairs", "agent replay, windows over budget", func(d *figuresData) {
+			d.Agent.OverHardLimit, d.Agent.Invalid, d.Agent.OverBudget = 0, 1, 3
+		}, "not yet: over budget, invalid pairs"},
+		{"agent compactions at goal", "agent replay, compactions", func(d *figuresData) { d.Agent.Compactions = 5.0 }, "met"},
+		{"agent compactions over goal", "agent replay, compactions", func(d *figuresData) { d.Agent.Compactions = 5.1 }, "not yet"},
+		{"agent summaries at goal", "agent replay, live summaries", func(d *figuresData) { d.Agent.Summaries = 0.05 }, "met"},
+		{"agent summaries over goal", "agent replay, live summaries", func(d *figuresData) { d.Agent.Summaries = 0.051 }, "not yet"},
+		{"agent storage at goal", "agent replay, data dir", func(d *figuresData) { v := 4.0; d.Agent.Storage = &v }, "met"},
+		{"agent storage not measured", "agent replay, data dir", func(d *figuresData) { d.Agent.Storage = nil }, ""},
+		{"agent growth at goal", "agent replay, context latency growth", func(d *figuresData) { v := 1.5; d.Agent.Growth = &v }, "met"},
+		{"agent growth over goal", "agent replay, context latency growth", func(d *figuresData) { v := 1.51; d.Agent.Growth = &v }, "not yet"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -281,7 +314,7 @@ func TestFiguresQuickEndToEnd(t *testing.T) {
 	_, err := runFiguresCmd(t, "--quick", "--readme", readme, "--save-json", saved,
 		"--turns", evalTurns, "--questions", evalQuestions, "--floor", filepath.Join(figuresFixture, "floor.md"),
 		"--messages", "300", "--sessions", "3", "--ingest-messages", "200", "--clients", "4",
-		"--duration", "1s", "--latency-duration", "1s")
+		"--duration", "1s", "--latency-duration", "1s", "--agent-runs", writeAgentRun(t, "quick"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,10 +327,12 @@ func TestFiguresQuickEndToEnd(t *testing.T) {
 		t.Fatalf("the README outside the markers changed:\n%s", doc)
 	}
 	block := strings.TrimSuffix(strings.TrimPrefix(doc, head), tail)
-	for _, s := range []string{"--quick: smoke-run sizes", "command: `ctxd figures --clients=4 --duration=1s",
+	for _, s := range []string{"--quick: smoke-run sizes", "command: `ctxd figures --agent-limit=1 --agent-runs=", " --clients=4 --duration=1s",
 		"| ingest of the bench data set, 300 messages / 3 sessions", "| ingest, 200 chat messages",
 		"in-process restart to /readyz 200 (no fresh process: skipped: running as a test binary)",
-		"| 4 clients for ", ", 0 errors;", "| recall@5/10/20, overall (n=", "| evidence in window, overall (n="} {
+		"| 4 clients for ", ", 0 errors;", "| recall@5/10/20, overall (n=", "| evidence in window, overall (n=",
+		"| agent replay, needed-in-window (names the next turn uses from more than 6 messages back, shown in context): 1 recorded coding-agent runs, 16,000-token window, 12,000-token budget | ",
+		"(baseline 100.0: system prompt, task and the newest messages that fit; 5 names)"} {
 		if !strings.Contains(block, s) {
 			t.Errorf("block lacks %q:\n%s", s, block)
 		}
