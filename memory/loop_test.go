@@ -257,3 +257,32 @@ func BenchmarkLoopContext(b *testing.B) {
 		})
 	}
 }
+
+// The prompt an agent in a loop sends is the input it just stored: it is
+// counted once, as that message; another prompt is counted on its own.
+func TestPromptStoredIsCountedOnce(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := context.Background()
+	out := codeOutput(1, 30)
+	mustAppend(t, h, "p", &memory.Message{Role: memory.RoleUser, Content: "Fix src/app.py"})
+	mustAppend(t, h, "p", step(1, out)...)
+	for _, tc := range []struct {
+		prompt string
+		stored bool
+	}{{out, true}, {out[:200], true}, {"something else entirely", false}} {
+		w, err := h.Context(ctx, "p", memory.ContextRequest{Prompt: tc.prompt, MaxTokens: 8000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (w.Budget.PromptTokens == 0) != tc.stored {
+			t.Errorf("prompt %.30q: prompt_tokens %d, stored %v", tc.prompt, w.Budget.PromptTokens, tc.stored)
+		}
+		sum := w.Budget.PromptTokens + memory.ReplyPriming
+		for _, m := range w.Messages {
+			sum += m.Tokens
+		}
+		if sum != w.Budget.Used {
+			t.Errorf("prompt %.30q: messages and prompt cost %d, used says %d", tc.prompt, sum, w.Budget.Used)
+		}
+	}
+}

@@ -178,6 +178,9 @@ type windowBuilder struct {
 	scores  map[string]scoring.Score
 	recover []*unit
 	views   map[string]msgView // by message id: how it shows, when not as the prune schedule says
+	// promptStored: the prompt is the newest stored message, counted once
+	// (as that message)
+	promptStored bool
 }
 
 func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req ContextRequest) (*windowBuilder, error) {
@@ -202,7 +205,14 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 		}
 	}
 	promptTokens := 0
-	if strings.TrimSpace(req.Prompt) != "" {
+	// An agent in a loop asks for the window of the input it just stored:
+	// the prompt is the newest message (or the start of it), which the
+	// window holds already. Counting it again took up to a sixth of a
+	// coding agent's budget (its prompts are tool outputs).
+	if n := len(b.window); n > 0 && req.Prompt != "" && b.window[n-1].Seq == sess.LastSeq && strings.HasPrefix(b.window[n-1].Content, req.Prompt) {
+		b.promptStored = true
+	}
+	if strings.TrimSpace(req.Prompt) != "" && !b.promptStored {
 		if promptTokens, err = MessageTokens(s.Tokenizer, sess.Encoding, &Message{Role: RoleUser, Content: req.Prompt}); err != nil {
 			return nil, err
 		}

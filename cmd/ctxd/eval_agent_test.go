@@ -152,17 +152,18 @@ func TestEvalAgentReplay(t *testing.T) {
 		t.Errorf("text report, as the script prints it:\n%s", text.String())
 	}
 
-	// A 3,000-token window cannot hold the 3,000-token result: the session
-	// compacts, and the figure is the server's own count per 100 messages.
-	_, small := run(3000, 2500)
-	checkFigures(t, "window 3000", small, counts)
+	// A 600-token window cannot hold the run, even with the 3,000-token
+	// result cut to its place and old outputs pruned: the session compacts,
+	// and the figure is the server's own count per 100 messages.
+	_, small := run(600, 500)
+	checkFigures(t, "window 600", small, counts)
 	st := ts.sessionStatus(sid)
 	compactions, _ := st["compactions"].(float64)
 	if compactions < 1 {
-		t.Fatalf("window 3000: the session never compacted: %v", st)
+		t.Fatalf("window 600: the session never compacted: %v", st)
 	}
 	summaries, _ := st["summaries"].(float64)
-	checkFigures(t, "window 3000", small, map[string]any{
+	checkFigures(t, "window 600", small, map[string]any{
 		"compactions_per_100_messages": pyRound(100*compactions/18, 1),
 		"live_summaries_per_original":  pyRound(summaries/18, 3),
 	})
