@@ -271,3 +271,40 @@ func promptRelease(tx *bolt.Tx, tenant, session string, raw []byte) error {
 	}
 	return b.Put(key, promptEntry(refs-1, packed))
 }
+
+// checkPrompts compares the prompts bucket with the references the message
+// records hold.
+func checkPrompts(tx *bolt.Tx) error {
+	named := map[string]uint64{}
+	err := tx.Bucket(bucketMessages).ForEach(func(k, v []byte) error {
+		_, ref, _, err := recordParts(v)
+		if err != nil {
+			return fmt.Errorf("message record %x: %w", k, err)
+		}
+		if ref != nil && len(k) >= 8 {
+			named[string(k[:len(k)-8])+string(ref)]++ // the session's prefix, then the ref
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = tx.Bucket(bucketPrompts).ForEach(func(k, v []byte) error {
+		refs, _, err := splitPromptEntry(v)
+		if err != nil {
+			return fmt.Errorf("prompt %x: %w", k, err)
+		}
+		if refs != named[string(k)] {
+			return fmt.Errorf("prompt %x counts %d records, %d name it", k, refs, named[string(k)])
+		}
+		delete(named, string(k))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for k := range named {
+		return fmt.Errorf("records name prompt %x, which is missing", k)
+	}
+	return nil
+}

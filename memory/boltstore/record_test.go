@@ -313,6 +313,27 @@ func TestPromptSharedAndReleased(t *testing.T) {
 	if n := countKeys(t, s, bucketPrompts); n != 1 {
 		t.Fatalf("%d prompts after deleting session s, want the other session's 1", n)
 	}
+
+	// Check sees a count that is off (and the cleanup's Check the repair).
+	setRefs := func(n uint64) {
+		t.Helper()
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			key := promptKey("t", "other", promptRef(p1))
+			_, packed, err := splitPromptEntry(tx.Bucket(bucketPrompts).Get(key))
+			if err != nil {
+				return err
+			}
+			return tx.Bucket(bucketPrompts).Put(key, promptEntry(n, packed))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRefs(2)
+	if err := s.Check(); err == nil || !strings.Contains(err.Error(), "counts 2 records, 1 name it") {
+		t.Fatalf("Check with a wrong count = %v", err)
+	}
+	setRefs(1)
 }
 
 // On a synthetic coding-agent corpus, written and compacted as ctxd does

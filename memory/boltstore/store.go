@@ -106,10 +106,15 @@ func (s *Store) Size() int64 {
 	return n
 }
 
-// Check runs bbolt's consistency check and returns the first problem.
+// Check runs bbolt's consistency check and checks that every kept-apart
+// prompt is counted by exactly the records that name it; it returns the
+// first problem.
 func (s *Store) Check() error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
+			return fmt.Errorf("store check: %w", err)
+		}
+		if err := checkPrompts(tx); err != nil {
 			return fmt.Errorf("store check: %w", err)
 		}
 		return nil
