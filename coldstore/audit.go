@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ctxd/ctxd/internal/clip"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -51,8 +52,11 @@ func (m Mirror) Fingerprint(msg *memory.Message) (string, error) {
 
 // fingerprint encodes a chunk the same way whether it was read from a file
 // (metadata numbers as json.Number) or made from a stored message (float64):
-// both encode to the same text for the same value.
+// both encode to the same text for the same value. Of the prompt it takes
+// what a clipped prompt and the whole one share, so lines written before
+// lines clipped it still match the store.
 func fingerprint(c Chunk) (string, error) {
+	c.PromptAtDrop = clip.Head(c.PromptAtDrop, maxLinePrompt)
 	b, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("fingerprint chunk %s: %w", c.ChunkID, err)

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/clip"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -27,12 +28,20 @@ type Chunk struct {
 	DropReason       string         `json:"drop_reason"`
 	RelevanceScore   float64        `json:"relevance_score"`
 	Threshold        float64        `json:"threshold"`
-	PromptAtDrop     string         `json:"prompt_at_drop"`
+	PromptAtDrop     string         `json:"prompt_at_drop"` // its first maxLinePrompt bytes
 	RecoverableUntil time.Time      `json:"recoverable_until"`
 	DroppedAt        time.Time      `json:"dropped_at"`
 	SummaryID        string         `json:"summary_id,omitempty"`
 	Metadata         map[string]any `json:"metadata,omitempty"`
 }
+
+// maxLinePrompt bounds the prompt a line quotes. The store keeps up to
+// 2,000 characters of it with each cold message, the same for every message
+// one compaction moved; quoted whole, it was half of the mirror (6.8 of
+// 13.9 MB on 10 replayed coding-agent runs, for 1.6 MB of cold content).
+// Its start says which prompt it was (as in the event logs); the API and
+// the store have the rest.
+const maxLinePrompt = 160
 
 // ChunkOf is the chunk of a message that has gone cold. m.Cold should be
 // set; if it is not, the cold fields are left zero rather than panicking in
@@ -54,7 +63,7 @@ func ChunkOf(m *memory.Message) Chunk {
 		c.DropReason = ci.DropReason
 		c.RelevanceScore = ci.RelevanceScore
 		c.Threshold = ci.Threshold
-		c.PromptAtDrop = ci.PromptAtDrop
+		c.PromptAtDrop = clip.String(ci.PromptAtDrop, maxLinePrompt)
 		c.RecoverableUntil = ci.RecoverableUntil
 		c.DroppedAt = ci.DroppedAt
 		c.SummaryID = ci.SummaryID

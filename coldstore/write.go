@@ -59,6 +59,10 @@ func (s *Store) Append(tenant, session string, chunks []Chunk) error {
 			return fmt.Errorf("append cold chunks %s: %w", path, err)
 		}
 	}
+	if err := s.compactAt(dir, path, size, size+int64(len(data))); err != nil {
+		// The chunks are on disk; the file is as it was with them.
+		return fmt.Errorf("append cold chunks %s: chunks stored, but compacting the file failed: %w", path, err)
+	}
 	return nil
 }
 
@@ -83,17 +87,26 @@ func (s *Store) Rewrite(tenant, session string, chunks []Chunk) error {
 	}
 	unlock := s.locks.lock(path)
 	defer unlock()
+	if err := s.replace(dir, path, data); err != nil {
+		return fmt.Errorf("rewrite cold chunks %s: %w", path, err)
+	}
+	return nil
+}
+
+// replace puts data in place of a session's file, atomically (the caller
+// holds the session's lock).
+func (s *Store) replace(dir, path string, data []byte) error {
 	s.dirs.RLock()
 	defer s.dirs.RUnlock()
 
-	_, err = os.Stat(path)
+	_, err := os.Stat(path)
 	created := errors.Is(err, fs.ErrNotExist)
 	if err := s.ensureDir(dir); err != nil {
-		return fmt.Errorf("rewrite cold chunks %s: %w", path, err)
+		return err
 	}
 	tmp, err := os.CreateTemp(dir, tmpPrefix+"*")
 	if err != nil {
-		return fmt.Errorf("rewrite cold chunks %s: %w", path, err)
+		return err
 	}
 	renamed := false
 	defer func() {
@@ -103,18 +116,18 @@ func (s *Store) Rewrite(tenant, session string, chunks []Chunk) error {
 		}
 	}()
 	if _, err := s.fs.write(tmp, data); err != nil {
-		return fmt.Errorf("rewrite cold chunks %s: write %s: %w", path, tmp.Name(), err)
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
 	// Without this sync a crash after the rename could leave the new name
 	// on an empty file: the old data gone and the new not there.
 	if err := s.fs.syncFile(tmp); err != nil {
-		return fmt.Errorf("rewrite cold chunks %s: sync %s: %w", path, tmp.Name(), err)
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("rewrite cold chunks %s: close %s: %w", path, tmp.Name(), err)
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rewrite cold chunks %s: %w", path, err)
+		return err
 	}
 	renamed = true
 	if created {
@@ -123,7 +136,7 @@ func (s *Store) Rewrite(tenant, session string, chunks []Chunk) error {
 		err = s.fs.syncDir(dir)
 	}
 	if err != nil {
-		return fmt.Errorf("rewrite cold chunks %s: sync dir: %w", path, err)
+		return fmt.Errorf("sync dir: %w", err)
 	}
 	return nil
 }

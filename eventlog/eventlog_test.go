@@ -357,3 +357,30 @@ func TestScanBackwardLongLines(t *testing.T) {
 		}
 	}
 }
+
+// A long string field (a recovery event's prompt) is cut to MaxString bytes
+// of whole characters and says how long it was; other fields, and the
+// caller's map, are left as they are. MaxString < 0 keeps it whole.
+func TestLongStringsAreCut(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, Options{MaxString: 10})
+	prompt := "ééééé" + strings.Repeat("x", 90) // 10 bytes of é, then 90
+	ev := map[string]any{"prompt": prompt, "chunk": "m1", "tokens": 5}
+	if err := l.Log(StreamRecoveries, ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev["prompt"] != prompt {
+		t.Fatal("Log changed the caller's map")
+	}
+	whole := open(t, t.TempDir(), Options{MaxString: -1})
+	if err := whole.Log(StreamRecoveries, ev); err != nil {
+		t.Fatal(err)
+	}
+	got := readLines(t, filepath.Join(dir, StreamRecoveries+".jsonl"))[0]
+	if got["prompt"] != "ééééé… (100 bytes)" || got["chunk"] != ev["chunk"] || got["tokens"] != 5.0 {
+		t.Fatalf("logged %v", got)
+	}
+	if got := readLines(t, filepath.Join(whole.dir, StreamRecoveries+".jsonl"))[0]; got["prompt"] != prompt {
+		t.Fatalf("MaxString -1 logged prompt %q", got["prompt"])
+	}
+}

@@ -37,6 +37,7 @@ type benchIndex struct {
 	n      int
 	dir    string
 	corpus *corpus
+	texts  *memTexts // the messages' texts, for snippets
 }
 
 // benchIndexes caches the big indexes across benchmarks: 100k documents take
@@ -53,6 +54,7 @@ func buildBenchIndex(b *testing.B, n int, opts Options) *benchIndex {
 	benchIndexes.Lock()
 	defer benchIndexes.Unlock()
 	if bi := benchIndexes.m[n]; bi != nil {
+		opts.Texts = bi.texts
 		bi.x.opts, _ = opts.withDefaults()
 		return bi
 	}
@@ -64,12 +66,13 @@ func buildBenchIndex(b *testing.B, n int, opts Options) *benchIndex {
 		}
 		keep = false
 	}
+	c := newCorpus(42)
+	msgs := c.messages("t", n, 100, benchDim, t0)
+	opts.Texts = textsOf(msgs)
 	x, err := Open(filepath.Join(dir, fmt.Sprintf("idx%d", n)), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := newCorpus(42)
-	msgs := c.messages("t", n, 100, benchDim, t0)
 	ctx := context.Background()
 	start := time.Now()
 	if wm, _ := x.Watermark(); wm == uint64(n) {
@@ -88,7 +91,7 @@ func buildBenchIndex(b *testing.B, n int, opts Options) *benchIndex {
 		b.Logf("built %d docs in %v", n, time.Since(start).Round(time.Millisecond))
 	}
 	waitForMerges(b, x)
-	bi := &benchIndex{x: x, n: n, dir: dir, corpus: c}
+	bi := &benchIndex{x: x, n: n, dir: dir, corpus: c, texts: opts.Texts.(*memTexts)}
 	if keep {
 		bi.dir = "" // not removed at the end
 	}

@@ -41,11 +41,6 @@ func fuzzIdx(tb testing.TB) *Index {
 			return
 		}
 		fuzzIndex.dir = dir
-		x, err := Open(filepath.Join(dir, "idx"), Options{})
-		if err != nil {
-			fuzzIndex.err = err
-			return
-		}
 		msgs := newCorpus(7).messages("t", 200, 3, testDim, time.Unix(0, 0).UTC())
 		for i, m := range msgs {
 			m.CreatedAt = m.CreatedAt.Add(time.Duration(i) * 500 * 24 * time.Hour)
@@ -56,6 +51,11 @@ func fuzzIdx(tb testing.TB) *Index {
 		msgs[198].CreatedAt = time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)
 		msgs[199].CreatedAt = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 		msgs = append(msgs, msg("u", "s000", "other-tenant", "the comet belongs to another tenant", 1))
+		x, err := Open(filepath.Join(dir, "idx"), Options{Texts: textsOf(msgs)})
+		if err != nil {
+			fuzzIndex.err = err
+			return
+		}
 		fuzzIndex.err = x.Apply(context.Background(), memory.IndexBatch{Upserts: msgs})
 		fuzzIndex.x = x
 	})

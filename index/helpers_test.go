@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,8 +57,44 @@ func msg(tenant, session, id, content string, topic int) *memory.Message {
 	}
 }
 
+// memTexts is a TextSource over messages held in memory: what the store
+// is to a server. openTest's index reads those mustApply applied.
+type memTexts struct {
+	mu sync.Mutex
+	m  map[string]*memory.Message
+}
+
+func textsOf(msgs []*memory.Message) *memTexts {
+	t := &memTexts{m: map[string]*memory.Message{}}
+	t.add(msgs)
+	return t
+}
+
+func (t *memTexts) add(msgs []*memory.Message) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range msgs {
+		t.m[m.ID] = m
+	}
+}
+
+func (t *memTexts) MessagesByID(_ context.Context, tenant string, ids []string, _ bool) ([]*memory.Message, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*memory.Message
+	for _, id := range ids {
+		if m := t.m[id]; m != nil && m.Tenant == tenant {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
 func openTest(tb testing.TB, opts Options) *Index {
 	tb.Helper()
+	if opts.Texts == nil {
+		opts.Texts = textsOf(nil)
+	}
 	x, err := Open(filepath.Join(tb.TempDir(), "idx"), opts)
 	if err != nil {
 		tb.Fatal(err)
@@ -70,6 +107,9 @@ func mustApply(tb testing.TB, x *Index, b memory.IndexBatch) {
 	tb.Helper()
 	if err := x.Apply(context.Background(), b); err != nil {
 		tb.Fatal(err)
+	}
+	if t, ok := x.opts.Texts.(*memTexts); ok {
+		t.add(b.Upserts)
 	}
 }
 

@@ -1,8 +1,8 @@
 package index
 
 import (
+	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/search"
-	bindex "github.com/blevesearch/bleve_index_api"
 )
 
 // analyzedTerms are the terms the text clause searches for: the query's
@@ -19,12 +19,12 @@ func (x *Index) analyzedTerms(query string) map[string]bool {
 	return terms
 }
 
-// snippet is the best fragment of text (doc's text field) with the words
-// whose analysed terms are in terms marked. The search does not load term
-// locations (searchText), so they are found here by analysing the text
-// again, as indexing did: the same tokens, positions and offsets Bleve
-// would have returned, for only the hits shown.
-func (x *Index) snippet(doc bindex.Document, text string, terms map[string]bool) string {
+// snippet is the best fragment of text (a message's indexed text) with the
+// words whose analysed terms are in terms marked. The search does not load
+// term locations (searchText), so they are found here by analysing the
+// text again, as indexing did: the same tokens, positions and offsets
+// Bleve would have returned, for only the hits shown.
+func (x *Index) snippet(text string, terms map[string]bool) string {
 	tlm := search.TermLocationMap{}
 	if an := x.text.Mapping().AnalyzerNamed(analyzerName); an != nil && len(terms) > 0 {
 		for _, tok := range an.Analyze([]byte(text)) {
@@ -34,5 +34,6 @@ func (x *Index) snippet(doc bindex.Document, text string, terms map[string]bool)
 		}
 	}
 	dm := &search.DocumentMatch{Locations: search.FieldTermLocationMap{fieldText: tlm}}
+	doc := document.NewDocument("").AddField(document.NewTextField(fieldText, nil, []byte(text)))
 	return cleanSnippet(x.hl.BestFragmentInField(dm, doc, fieldText))
 }

@@ -21,11 +21,12 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.DefaultMapping.Properties[fieldText].Fields[0].IncludeTermVectors = true
+	m.DefaultMapping.Properties[fieldText].Fields[0].Store = true
 	ref, err := bleve.NewMemOnly(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ref.Close()
+	t.Cleanup(func() { ref.Close() }) // after the reader (cleanups run last first)
 	filler := strings.Repeat("some words in between that say little ", 8)
 	texts := map[string]string{
 		"a": "Deploying the billing service failed twice. " + filler + "The deployment was rolled back; billing is fine.",
@@ -45,15 +46,7 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 		}
 	}
 
-	adv, err := x.text.Advanced()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := adv.Reader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openReader(t, ref)
 	for _, query := range []string{"deploy billing", "café", "walrus beach", "Caroline group sunday", "the deployments", "nothing matches zebra"} {
 		q := memory.SearchQuery{Tenant: "t", Text: query}
 		req := bleve.NewSearchRequestOptions(x.scopedQuery(&q, query, nil, true), 10, 0, false)
@@ -69,21 +62,11 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := cleanSnippet(x.hl.BestFragmentInField(h, doc, fieldText))
-			if got := x.snippet(doc, storedText(doc), terms); got != want {
+			if got := x.snippet(texts[h.ID], terms); got != want {
 				t.Errorf("%q in %s:\n got %q\nwant %q", query, h.ID, got, want)
 			}
 		}
 	}
-}
-
-func storedText(doc bindex.Document) string {
-	var text string
-	doc.VisitFields(func(f bindex.Field) {
-		if f.Name() == fieldText {
-			text = string(f.Value())
-		}
-	})
-	return text
 }
 
 // A search that asks for snippets marks the matched words of text hits
@@ -97,4 +80,48 @@ func TestSearchSnippetsWithoutLocations(t *testing.T) {
 	if len(hits) != 1 || hits[0].Highlight != "We «deployed» the billing service on Friday" {
 		t.Fatalf("hits = %+v", hits)
 	}
+}
+
+// The index keeps no message text (the store has it): a document holds
+// only its session among the fields Bleve can give back; snippets are cut
+// from the text the TextSource gives, and without one hits come without.
+func TestTextNotStored(t *testing.T) {
+	m := msg("t", "s", "m1", "We deployed the billing service on Friday", 0)
+	x := openTest(t, Options{})
+	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{m}, Watermark: 1})
+	doc, err := openReader(t, x.text).Document("m1")
+	if err != nil || doc == nil {
+		t.Fatalf("document: %v, %v", doc, err)
+	}
+	var stored []string
+	doc.VisitFields(func(f bindex.Field) { stored = append(stored, f.Name()) })
+	if len(stored) != 1 || stored[0] != fieldSession {
+		t.Fatalf("stored fields %v, want only %s", stored, fieldSession)
+	}
+
+	bare := openTest(t, Options{})
+	mustApply(t, bare, memory.IndexBatch{Upserts: []*memory.Message{m}, Watermark: 1})
+	bare.opts.Texts = nil // as Open leaves it when not given one
+	q := memory.SearchQuery{Tenant: "t", Text: "billing", Mode: memory.ModeText, Highlight: true}
+	if hits := mustSearch(t, bare, q); len(hits) != 1 || hits[0].Highlight != "" {
+		t.Fatalf("without a text source: %+v", hits)
+	}
+	if hits := mustSearch(t, x, q); len(hits) != 1 || hits[0].Highlight != "We deployed the «billing» service on Friday" {
+		t.Fatalf("with one: %+v", hits)
+	}
+}
+
+// openReader opens a reader of a Bleve index, closed when the test ends.
+func openReader(t *testing.T, x bleve.Index) bindex.IndexReader {
+	t.Helper()
+	adv, err := x.Advanced()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }

@@ -83,12 +83,22 @@ type Options struct {
 
 	VectorParallelism int // sessions a vector search scans at once
 
+	// Texts gives the text of the hits a search highlights: the index does
+	// not keep it. Nil: hits come without highlights.
+	Texts TextSource
+
 	// Expander, with ExpansionWeight > 0, adds the neighbours of the query's
 	// words to the text clause at that boost (the query's own words: 1).
 	// Hybrid mode only: text mode stays the literal match. Off unless set;
 	// ctxd serves with 0.5 (see cmd/ctxd for what it was measured at).
 	Expander        Expander
 	ExpansionWeight float64
+}
+
+// TextSource reads messages by id, as memory.Store does (the store is
+// what serve passes).
+type TextSource interface {
+	MessagesByID(ctx context.Context, tenant string, ids []string, withVectors bool) ([]*memory.Message, error)
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -157,7 +167,9 @@ var lockTimeout = 2 * time.Second
 // schemaVersion changes whenever the mapping or the document shape does.
 // An index of another version is rebuilt from the store at start-up.
 // 2: the text field has no term vectors.
-const schemaVersion = "2"
+// 3: the text is not stored; id, role, important and tokens are not
+// indexed; created_at has no doc values.
+const schemaVersion = "3"
 
 // Index implements memory.Index. It is safe for concurrent use.
 type Index struct {

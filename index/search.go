@@ -106,18 +106,18 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 			}
 		}
 	}
-	return x.hits(cs, q.Highlight, strings.Join(append([]string{text}, expansions...), " "))
+	return x.hits(ctx, q.Tenant, cs, q.Highlight, strings.Join(append([]string{text}, expansions...), " "))
 }
 
-// hits turns the final candidates into memory.Hits, loading from Bleve what
-// they lack: the session of a text-only hit and the text of a snippet, which
-// marks the words of query. A text hit deleted since the search is left out
-// when it is loaded (a search of one session does not load it: the caller
-// resolves hits against the store, which has the truth).
-func (x *Index) hits(cs []*candidate, highlight bool, query string) ([]memory.Hit, error) {
+// hits turns the final candidates into memory.Hits, loading what they lack:
+// the session of a text-only hit from Bleve (a text hit deleted since the
+// search is then left out; a search of one session does not load it: the
+// caller resolves hits against the store, which has the truth), and with
+// highlight, the text of every hit from Options.Texts, for a snippet that
+// marks the words of query.
+func (x *Index) hits(ctx context.Context, tenant string, cs []*candidate, highlight bool, query string) ([]memory.Hit, error) {
 	out := make([]memory.Hit, 0, len(cs))
 	var r bindex.IndexReader
-	var terms map[string]bool
 	defer func() {
 		if r != nil {
 			_ = r.Close()
@@ -125,54 +125,72 @@ func (x *Index) hits(cs []*candidate, highlight bool, query string) ([]memory.Hi
 	}()
 	for _, c := range cs {
 		h := memory.Hit{ID: c.id, SessionID: c.session, Score: c.score, TextScore: c.text, VectorScore: c.vector}
-		if h.SessionID != "" && !highlight {
-			out = append(out, h)
-			continue
-		}
-		if r == nil {
-			adv, err := x.text.Advanced()
+		if h.SessionID == "" {
+			if r == nil {
+				adv, err := x.text.Advanced()
+				if err != nil {
+					return nil, fmt.Errorf("search: %w", err)
+				}
+				if r, err = adv.Reader(); err != nil {
+					return nil, fmt.Errorf("search: %w", err)
+				}
+			}
+			doc, err := r.Document(c.id)
 			if err != nil {
-				return nil, fmt.Errorf("search: %w", err)
+				return nil, fmt.Errorf("search: load %s: %w", c.id, err)
 			}
-			if r, err = adv.Reader(); err != nil {
-				return nil, fmt.Errorf("search: %w", err)
-			}
-		}
-		doc, err := r.Document(c.id)
-		if err != nil {
-			return nil, fmt.Errorf("search: load %s: %w", c.id, err)
-		}
-		if doc == nil {
-			if h.SessionID == "" {
+			if doc == nil {
 				continue
 			}
-			out = append(out, h) // a vector hit not (yet) on the text side
-			continue
-		}
-		var text string
-		doc.VisitFields(func(f bindex.Field) {
-			switch f.Name() {
-			case fieldSession:
-				if h.SessionID == "" {
+			doc.VisitFields(func(f bindex.Field) {
+				if f.Name() == fieldSession {
 					h.SessionID = string(f.Value())
 				}
-			case fieldText:
-				text = string(f.Value())
-			}
-		})
-		if highlight {
-			if c.textHit {
-				if terms == nil {
-					terms = x.analyzedTerms(query)
-				}
-				h.Highlight = x.snippet(doc, text, terms)
-			} else {
-				h.Highlight = leadSnippet(text)
-			}
+			})
 		}
 		out = append(out, h)
 	}
-	return out, nil
+	if !highlight || x.opts.Texts == nil || len(out) == 0 {
+		return out, nil
+	}
+	return out, x.highlight(ctx, tenant, cs, out, query)
+}
+
+// highlight gives each hit a snippet of its message's text: around the
+// words of query for a text hit, the start of it for a hit its vector
+// alone found. A message the store no longer has gets none.
+func (x *Index) highlight(ctx context.Context, tenant string, cs []*candidate, hits []memory.Hit, query string) error {
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.ID
+	}
+	msgs, err := x.opts.Texts.MessagesByID(ctx, tenant, ids, false)
+	if err != nil {
+		return fmt.Errorf("search: load texts to highlight: %w", err)
+	}
+	texts := make(map[string]string, len(msgs))
+	for _, m := range msgs {
+		texts[m.ID] = messageText(m)
+	}
+	textHit := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		textHit[c.id] = c.textHit
+	}
+	var terms map[string]bool
+	for i := range hits {
+		text, ok := texts[hits[i].ID]
+		switch {
+		case !ok:
+		case textHit[hits[i].ID]:
+			if terms == nil {
+				terms = x.analyzedTerms(query)
+			}
+			hits[i].Highlight = x.snippet(text, terms)
+		default:
+			hits[i].Highlight = leadSnippet(text)
+		}
+	}
+	return nil
 }
 
 // cleanSnippet folds a fragment's line breaks and runs of spaces into single

@@ -81,6 +81,7 @@ func (d *dataDir) openIndex(cfg Config, use indexUse) error {
 		if err := index.Remove(dir); err != nil {
 			return err
 		}
+		opts.Texts = d.store
 		d.index, err = index.Open(dir, opts)
 	default:
 		d.index, err = openIndex(d.log, dir, opts, d.store)

@@ -251,8 +251,10 @@ const (
 // openIndex opens the full-text index; one that cannot be opened, or that is
 // ahead of the store (it belongs to another store), is moved aside and
 // rebuilt from the store, the truth. One written with another schema (an
-// upgrade) is removed and rebuilt.
+// upgrade) is removed and rebuilt. Search snippets are cut from the store's
+// text (the index does not keep it).
 func openIndex(log *slog.Logger, dir string, opts index.Options, store memory.Store) (*index.Index, error) {
+	opts.Texts = store
 	idx, err := index.Open(dir, opts)
 	if err != nil && !errors.Is(err, index.ErrCorrupt) {
 		return nil, err // held by another process, unreadable dir: not ours to move aside

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ctxd/ctxd/memory"
+	bolt "go.etcd.io/bbolt"
 )
 
 // decodeCache keeps decoded message records by their key, each with the
@@ -40,13 +41,20 @@ func newDecodeCache(limit int) *decodeCache {
 	return &decodeCache{cur: map[string]*decoded{}, prev: map[string]*decoded{}, limitBytes: limit}
 }
 
-// decode returns the message stored at key as raw, from the cache when raw
-// is what was cached for key.
-func (c *decodeCache) decode(key, raw []byte) (*memory.Message, error) {
+// decoder is a recordDecoder of tx's records through the cache.
+func (c *decodeCache) decoder(tx *bolt.Tx) recordDecoder {
+	return func(k, v []byte) (*memory.Message, error) { return c.decode(tx, k, v) }
+}
+
+// decode returns the message stored at key as raw in tx, from the cache
+// when raw is what was cached for key. A record names its kept-apart
+// prompt by the hash of its text, so equal bytes still mean an equal
+// message.
+func (c *decodeCache) decode(tx *bolt.Tx, key, raw []byte) (*memory.Message, error) {
 	if m := c.get(key, raw); m != nil {
 		return m, nil
 	}
-	m, err := decodeMessage(raw)
+	m, err := decodeMessage(tx, raw)
 	if err != nil {
 		return nil, err
 	}

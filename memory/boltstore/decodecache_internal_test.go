@@ -22,11 +22,12 @@ func TestDecodeCacheBounded(t *testing.T) {
 		for i := range 100 {
 			key := []byte(fmt.Sprint(i))
 			raw := rec(i, round/2) // every other round rewrites them all
-			got, err := c.decode(key, raw)
+			// Bare JSON records name no kept-apart prompt: no tx needed.
+			got, err := c.decode(nil, key, raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := decodeMessage(raw)
+			want, _ := decodeMessage(nil, raw)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("round %d, record %d: %+v, want %+v", round, i, got, want)
 			}

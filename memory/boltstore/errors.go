@@ -13,8 +13,13 @@ import (
 // update runs fn in a write transaction and turns disk failures into
 // errors the caller can act on: a full or read-only disk is a 503 that
 // says so, not an internal error, and nothing of the transaction is kept.
+// Every write goes through here, so every one lays out the file the same
+// way (layoutTx).
 func (s *Store) update(fn func(*bolt.Tx) error) error {
-	return diskError(s.db.Update(fn))
+	return diskError(s.db.Update(func(tx *bolt.Tx) error {
+		layoutTx(tx)
+		return fn(tx)
+	}))
 }
 
 func diskError(err error) error {

@@ -29,7 +29,7 @@ func (s *Store) Import(ctx context.Context, sess *memory.Session, msgs []*memory
 		seen[m.Seq] = true
 		out.LastSeq = max(out.LastSeq, m.Seq)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketSessions).Get(sessionKey(sess.Tenant, sess.ID)) != nil {
 			return memory.Errorf(memory.ECONFLICT, "session %q of tenant %q exists already", sess.ID, sess.Tenant)
 		}

@@ -62,11 +62,23 @@ func putMessage(tx *bolt.Tx, m, old *memory.Message) error {
 	if err := states.Put(stateKey(m), nil); err != nil {
 		return fmt.Errorf("put state entry %s: %w", m.ID, err)
 	}
-	b, err := json.Marshal(m)
+	// Acquire the new prompt before releasing the old: the same prompt
+	// then never drops to no reference on the way.
+	ref, err := promptAcquire(tx, m)
 	if err != nil {
-		return fmt.Errorf("encode message %s: %w", m.ID, err)
+		return err
 	}
-	if err := tx.Bucket(bucketMessages).Put(key, b); err != nil {
+	b, err := encodeRecord(m, ref)
+	if err != nil {
+		return err
+	}
+	msgs := tx.Bucket(bucketMessages)
+	if old != nil {
+		if err := promptRelease(tx, m.Tenant, m.SessionID, msgs.Get(key)); err != nil {
+			return fmt.Errorf("put message %s: %w", m.ID, err)
+		}
+	}
+	if err := msgs.Put(key, b); err != nil {
 		return fmt.Errorf("put message %s: %w", m.ID, err)
 	}
 	if err := ids.Put([]byte(m.ID), key); err != nil {
@@ -88,7 +100,7 @@ func (s *Store) Messages(ctx context.Context, tenant, sessionID string, q memory
 			return err
 		}
 		var err error
-		out, err = listMessages(tx, tenant, sessionID, q, q.Vectors, s.decoded.decode)
+		out, err = listMessages(tx, tenant, sessionID, q, q.Vectors, s.decoded.decoder(tx))
 		return err
 	})
 	return out, err
@@ -167,7 +179,7 @@ func (s *Store) MessagesByID(ctx context.Context, tenant string, ids []string, w
 			if v == nil {
 				return fmt.Errorf("message %s: id entry without record", id)
 			}
-			m, err := s.decoded.decode(key, v)
+			m, err := s.decoded.decode(tx, key, v)
 			if err != nil {
 				return err
 			}
@@ -260,7 +272,7 @@ func (s *Store) ForEachMessage(ctx context.Context, fn func(*memory.Message) err
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			m, err := decodeMessage(v)
+			m, err := decodeMessage(tx, v)
 			if err != nil {
 				return err
 			}
@@ -286,7 +298,7 @@ func (s *Store) ReplaceVectors(ctx context.Context, vectors map[string][]float32
 			if key == nil {
 				continue
 			}
-			m, err := decodeMessage(msgs.Get(key))
+			m, err := decodeMessage(tx, msgs.Get(key))
 			if err != nil {
 				return err
 			}
@@ -322,7 +334,9 @@ func (s *Store) SetMeta(ctx context.Context, key, value string) error {
 // recordDecoder decodes the message record v stored at key k.
 type recordDecoder func(k, v []byte) (*memory.Message, error)
 
-// decodeRecord is a recordDecoder without a cache: for write transactions,
-// whose callers change what they read, and for full scans, which would push
-// the windows out of the cache.
-func decodeRecord(_, v []byte) (*memory.Message, error) { return decodeMessage(v) }
+// uncachedDecoder is a recordDecoder without a cache: for write
+// transactions, whose callers change what they read, and for full scans,
+// which would push the windows out of the cache.
+func uncachedDecoder(tx *bolt.Tx) recordDecoder {
+	return func(_, v []byte) (*memory.Message, error) { return decodeMessage(tx, v) }
+}

@@ -84,7 +84,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 		var keys [][]byte
 		c := msgs.Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			m, err := decodeMessage(v)
+			m, err := decodeMessage(tx, v)
 			if err != nil {
 				return err
 			}
@@ -103,6 +103,9 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 		}
 		if err := deletePrefix(tx.Bucket(bucketStates), prefix); err != nil {
 			return fmt.Errorf("delete state entries: %w", err)
+		}
+		if err := deletePrefix(tx.Bucket(bucketPrompts), prefix); err != nil {
+			return fmt.Errorf("delete prompts: %w", err)
 		}
 		if err := tx.Bucket(bucketSessions).Delete(sessionKey(tenant, id)); err != nil {
 			return fmt.Errorf("delete session %s: %w", id, err)

@@ -3,7 +3,8 @@
 // Layout (all keys byte strings, numbers big-endian so keys sort in order):
 //
 //	sessions  tenant \x00 session            -> JSON memory.Session
-//	messages  tenant \x00 session \x00 seq   -> JSON memory.Message (no vector)
+//	messages  tenant \x00 session \x00 seq   -> memory.Message (no vector): record.go
+//	prompts   tenant \x00 session \x00 ref   -> a cold prompt records share: record.go
 //	ids       message id                     -> its key in messages
 //	vectors   message id                     -> float32 little-endian
 //	states    tenant \x00 session \x00 state seq -> nothing (messages by state)
@@ -36,7 +37,7 @@ var (
 	bucketChanges  = []byte("changes")
 	bucketMeta     = []byte("meta")
 	bucketStates   = []byte("states")
-	allBuckets     = [][]byte{bucketSessions, bucketMessages, bucketIDs, bucketVectors, bucketChanges, bucketMeta, bucketStates}
+	allBuckets     = [][]byte{bucketSessions, bucketMessages, bucketIDs, bucketVectors, bucketChanges, bucketMeta, bucketStates, bucketPrompts}
 )
 
 // DefaultLockTimeout is how long Open waits for another process's file lock.
@@ -78,7 +79,7 @@ func Open(path string, readOnly bool) (*Store, error) {
 	if readOnly {
 		return s, nil
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
@@ -105,10 +106,15 @@ func (s *Store) Size() int64 {
 	return n
 }
 
-// Check runs bbolt's consistency check and returns the first problem.
+// Check runs bbolt's consistency check and checks that every kept-apart
+// prompt is counted by exactly the records that name it; it returns the
+// first problem.
 func (s *Store) Check() error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
+			return fmt.Errorf("store check: %w", err)
+		}
+		if err := checkPrompts(tx); err != nil {
 			return fmt.Errorf("store check: %w", err)
 		}
 		return nil
@@ -313,14 +319,6 @@ func logChange(tx *bolt.Tx, c memory.Change) error {
 		return fmt.Errorf("encode change: %w", err)
 	}
 	return b.Put(u64(seq), v)
-}
-
-func decodeMessage(b []byte) (*memory.Message, error) {
-	var m memory.Message
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decode message: %w", err)
-	}
-	return &m, nil
 }
 
 func ctxErr(ctx context.Context) error {

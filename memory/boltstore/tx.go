@@ -3,6 +3,7 @@ package boltstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 
 	"github.com/ctxd/ctxd/memory"
 	bolt "go.etcd.io/bbolt"
@@ -43,7 +44,7 @@ func (t *sessionTx) Message(id string) (*memory.Message, error) {
 	if key == nil || !bytes.HasPrefix(key, messagePrefix(t.sess.Tenant, t.sess.ID)) {
 		return nil, memory.Errorf(memory.ENOTFOUND, "message %s not found in session %s", id, t.sess.ID)
 	}
-	m, err := decodeMessage(t.tx.Bucket(bucketMessages).Get(key))
+	m, err := decodeMessage(t.tx, t.tx.Bucket(bucketMessages).Get(key))
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func (t *sessionTx) Message(id string) (*memory.Message, error) {
 }
 
 func (t *sessionTx) Messages(q memory.MessageQuery) ([]*memory.Message, error) {
-	return listMessages(t.tx, t.sess.Tenant, t.sess.ID, q, true, decodeRecord)
+	return listMessages(t.tx, t.sess.Tenant, t.sess.ID, q, true, uncachedDecoder(t.tx))
 }
 
 // Put saves a changed message and moves the session's counters from the old
@@ -97,7 +98,11 @@ func (t *sessionTx) Delete(id string) error {
 		return err
 	}
 	account(t.sess, m, -1)
-	if err := t.tx.Bucket(bucketMessages).Delete(messageKey(m.Tenant, m.SessionID, m.Seq)); err != nil {
+	msgs, key := t.tx.Bucket(bucketMessages), messageKey(m.Tenant, m.SessionID, m.Seq)
+	if err := promptRelease(t.tx, m.Tenant, m.SessionID, msgs.Get(key)); err != nil {
+		return fmt.Errorf("delete message %s: %w", id, err)
+	}
+	if err := msgs.Delete(key); err != nil {
 		return err
 	}
 	if err := t.tx.Bucket(bucketStates).Delete(stateKey(m)); err != nil {
