@@ -153,7 +153,8 @@ func (s *Service) Purge(ctx context.Context, now time.Time) (int, error) {
 				}
 				gone = append(gone, m)
 			}
-			return nil
+			// An edited message no longer lists its purged earlier versions.
+			return unlinkDeleted(tx, gone, false)
 		})
 		if err != nil {
 			return fmt.Errorf("purge session %s: %w", sess.ID, err)

@@ -330,7 +330,7 @@ func (s *Service) DeleteMessage(ctx context.Context, id string, group bool) ([]s
 		if gone, err = withVersions(tx, members); err != nil {
 			return err
 		}
-		if err := unlinkDeleted(tx, gone); err != nil {
+		if err := unlinkDeleted(tx, gone, true); err != nil {
 			return err
 		}
 		for _, g := range gone {
@@ -394,10 +394,11 @@ func withVersions(tx SessionTx, msgs []*Message) ([]*Message, error) {
 	return out, nil
 }
 
-// unlinkDeleted drops the ids of messages about to be deleted from the
+// unlinkDeleted drops the ids of deleted messages (or about to be) from the
 // messages that stay and name them: the versions list of an edited
-// message, the sources of a summary.
-func unlinkDeleted(tx SessionTx, gone []*Message) error {
+// message, and with sources the sources of a summary (a purge leaves those:
+// a summary names what it was made of, recoverable or not).
+func unlinkDeleted(tx SessionTx, gone []*Message, sources bool) error {
 	deleted := map[string]bool{}
 	for _, g := range gone {
 		deleted[g.ID] = true
@@ -407,7 +408,7 @@ func unlinkDeleted(tx SessionTx, gone []*Message) error {
 		if g.VersionOf != "" {
 			fix[g.VersionOf] = true
 		}
-		if g.Cold != nil && g.Cold.SummaryID != "" {
+		if sources && g.Cold != nil && g.Cold.SummaryID != "" {
 			fix[g.Cold.SummaryID] = true
 		}
 	}

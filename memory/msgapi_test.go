@@ -201,3 +201,38 @@ func TestPinnedTotalOfAnOlderSession(t *testing.T) {
 		t.Fatalf("pinned total after unpin and delete: %d, want %d", *sess.PinnedTokens, sys.Tokens)
 	}
 }
+
+// Earlier versions expire with the session's cold chunks: the purge
+// deletes them and the edited message stops listing them.
+func TestPurgeForgetsEarlierVersions(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	svc, _ := openService(t, clk, nil)
+	ctx := context.Background()
+	res, err := svc.Append(ctx, "s", userMsgs("the deploy key lives in vault path secret/deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.IDs[0]
+	edit, err := svc.EditMessage(ctx, id, memory.MessageEdit{Content: new("the deploy key lives in vault path secret/ci")})
+	if err != nil || edit.Previous == nil || !slices.Equal(edit.Message.Versions, []string{edit.Previous.ID}) {
+		t.Fatalf("edit = %+v, %v", edit, err)
+	}
+	if edit.Previous.Cold.RecoverableUntil != clk.Now().AddDate(0, 0, memory.DefaultPolicy.RecoverableForDays) {
+		t.Fatalf("earlier version recoverable until %v", edit.Previous.Cold.RecoverableUntil)
+	}
+	clk.Add(29 * 24 * time.Hour)
+	if n, err := svc.Purge(ctx, clk.Now()); err != nil || n != 0 {
+		t.Fatalf("purge before the deadline: %d, %v", n, err)
+	}
+	clk.Add(2 * 24 * time.Hour)
+	if n, err := svc.Purge(ctx, clk.Now()); err != nil || n != 1 {
+		t.Fatalf("purge after the deadline: %d, %v", n, err)
+	}
+	m, err := svc.Message(ctx, id)
+	if err != nil || len(m.Versions) != 0 || m.Content != "the deploy key lives in vault path secret/ci" {
+		t.Fatalf("edited message after the purge = %+v, %v", m, err)
+	}
+	if _, err := svc.Message(ctx, edit.Previous.ID); memory.ErrorCode(err) != memory.ENOTFOUND {
+		t.Fatalf("purged version: %v", err)
+	}
+}
