@@ -80,6 +80,7 @@ func (s *Service) EditMessage(ctx context.Context, id string, e MessageEdit) (*E
 	now := s.Now().UTC()
 	res := &EditResult{}
 	var wentCold bool
+	tokensBefore := 0
 	_, err = s.Store.Update(ctx, tenant, m.SessionID, func(tx SessionTx) error {
 		res.Previous, res.Changed = nil, nil
 		cur, err := tx.Message(id)
@@ -87,7 +88,7 @@ func (s *Service) EditMessage(ctx context.Context, id string, e MessageEdit) (*E
 			return err
 		}
 		next, changed := applyEdit(cur, e, content)
-		res.Message, res.Changed, wentCold = next, changed, cur.Cold != nil
+		res.Message, res.Changed, wentCold, tokensBefore = next, changed, cur.Cold != nil, cur.Tokens
 		if len(changed) == 0 {
 			return nil
 		}
@@ -113,7 +114,7 @@ func (s *Service) EditMessage(ctx context.Context, id string, e MessageEdit) (*E
 	s.syncIndex(ctx)
 	s.mirrorEdit(ctx, tenant, m.SessionID, res, wentCold)
 	ev := map[string]any{"tenant": tenant, "session": m.SessionID, "message": id, "op": "edit", "changed": res.Changed,
-		"tokens_before": m.Tokens, "tokens_after": res.Message.Tokens, "pinned": res.Message.Pinned, "at": now}
+		"tokens_before": tokensBefore, "tokens_after": res.Message.Tokens, "pinned": res.Message.Pinned, "at": now}
 	if res.Previous != nil {
 		ev["previous_version"] = res.Previous.ID
 	}
