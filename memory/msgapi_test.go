@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ctxd/ctxd/coldstore"
-	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/index/glove"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
@@ -30,23 +28,11 @@ func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 
 // openService opens a Service on real adapters (bbolt, Bleve, GloVe,
-// tiktoken, extractive summaries, the cold mirror) in a temp dir. store
-// may wrap the bbolt store. Cleanup closes everything and checks the file.
+// tiktoken, extractive summaries, the cold mirror) in a temp dir; wrap may
+// wrap the bbolt store. Cleanup closes everything and checks the file.
 func openService(t *testing.T, clk *clock, wrap func(*boltstore.Store) memory.Store) (*memory.Service, *boltstore.Store) {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := boltstore.Open(filepath.Join(dir, "ctxd.db"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := index.Open(filepath.Join(dir, "index"), index.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cold, err := coldstore.Open(filepath.Join(dir, "cold"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, st, idx, cold := openAdmin(t, t.TempDir())
 	emb, err := glove.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -61,14 +47,7 @@ func openService(t *testing.T, clk *clock, wrap func(*boltstore.Store) memory.St
 	if err := svc.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		svc.Close()
-		idx.Close()
-		if err := st.Check(); err != nil {
-			t.Error(err)
-		}
-		st.Close()
-	})
+	t.Cleanup(func() { svc.Close() }) // before openAdmin's cleanup closes the adapters
 	return svc, st
 }
 

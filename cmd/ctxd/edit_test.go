@@ -39,12 +39,13 @@ func checkTotals(t *testing.T, ts *testServer, session string) ([]map[string]any
 	return msgs, pinned
 }
 
-func byID(msgs []map[string]any) map[string]map[string]any {
-	out := map[string]map[string]any{}
-	for _, m := range msgs {
-		out[m["id"].(string)] = m
+// mustVerify runs `ctxd verify` on a stopped server's data dir: the index,
+// the vectors and the cold mirror agree with the store.
+func mustVerify(t *testing.T, dir string) {
+	t.Helper()
+	if out := mustRun(t, "verify", "--data-dir", dir); !strings.Contains(out, "consistent") {
+		t.Fatalf("verify: %s", out)
 	}
-	return out
 }
 
 func (ts *testServer) events(stream, session string) []map[string]any {
@@ -171,9 +172,7 @@ func TestEditMessageContent(t *testing.T) {
 	}
 	checkTotals(t, ts, "e")
 	ts.Stop()
-	if out := mustRun(t, "verify", "--data-dir", dir); !strings.Contains(out, "consistent") {
-		t.Fatalf("verify after edits: %s", out)
-	}
+	mustVerify(t, dir)
 }
 
 // A refused edit or delete answers a 4xx in the API's error shape and
@@ -357,9 +356,7 @@ func TestDeleteMessage(t *testing.T) {
 	ts.mustDo(404, "GET", "/v1/messages/"+secret, nil)
 	gone(ts)
 	ts.Stop()
-	if out := mustRun(t, "verify", "--data-dir", dir); !strings.Contains(out, "consistent") {
-		t.Fatalf("verify after deletes: %s", out)
-	}
+	mustVerify(t, dir)
 }
 
 // One message of a tool-call group is not deleted alone (409, nothing

@@ -63,9 +63,7 @@ func TestEmptyToolResults(t *testing.T) {
 	ts.mustDo(200, "PATCH", "/v1/messages/"+ids[2], map[string]any{"content": ""})
 	checkTotals(t, ts, "t")
 	ts.Stop()
-	if out := mustRun(t, "verify", "--data-dir", dir); !strings.Contains(out, "consistent") {
-		t.Fatalf("verify: %s", out)
-	}
+	mustVerify(t, dir)
 }
 
 // ?format=openai (or "format": "openai") answers plain chat messages that
