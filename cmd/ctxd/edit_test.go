@@ -171,6 +171,19 @@ func TestEditMessageContent(t *testing.T) {
 		t.Fatalf("after restart the old words find %v", hits)
 	}
 	checkTotals(t, ts, "e")
+	// Asked for, an earlier version comes back at its message's place in
+	// the conversation (the window builder does not order the two among
+	// themselves), not after the turns that followed.
+	ts.mustDo(200, "POST", "/v1/sessions/e/messages/"+v+"/recover", nil)
+	w := ts.mustDo(200, "POST", "/v1/sessions/e/context", map[string]any{"prompt": "what rotates?"})
+	var order []string
+	for _, m := range w["messages"].([]any) {
+		order = append(order, m.(map[string]any)["id"].(string))
+	}
+	if len(order) != 4 || order[0] != ids[0] || order[3] != ids[2] || !(order[1] == u && order[2] == v || order[1] == v && order[2] == u) {
+		t.Fatalf("window order %v, want %s, then %s and %s, then %s", order, ids[0], u, v, ids[2])
+	}
+	checkTotals(t, ts, "e")
 	ts.Stop()
 	mustVerify(t, dir)
 }
