@@ -63,7 +63,8 @@ type Store interface {
 	// session or repeated seqs. Every message is logged as an upsert.
 	Import(ctx context.Context, sess *Session, msgs []*Message) (*Session, error)
 
-	// WriteKeys reads what the store remembers of earlier writes.
+	// WriteKeys reads what the store remembers of earlier writes
+	// (idempotency keys, client message ids).
 	WriteKeys
 
 	// Meta reads a store-wide setting ("" if unset); SetMeta writes one.
@@ -216,6 +217,7 @@ type SessionTx interface {
 	Append(m *Message) error
 	// Delete removes a message for good (the TTL purge, DELETE).
 	Delete(id string) error
-	// WriteKeysTx reads and records idempotency keys in this transaction.
+	// WriteKeysTx reads and records idempotency keys, and finds client
+	// message ids, in this transaction.
 	WriteKeysTx
 }
