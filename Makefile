@@ -33,6 +33,7 @@ fuzz:
 	$(FUZZ) '^FuzzContext$$' ./httpapi
 	$(FUZZ) '^FuzzRecover$$' ./httpapi
 	$(FUZZ) '^FuzzListQuery$$' ./httpapi
+	$(FUZZ) '^FuzzPatchMessage$$' ./httpapi
 	$(FUZZ) '^FuzzCount$$' ./tokenizer
 	$(FUZZ) '^FuzzMessageTokens$$' ./tokenizer
 	$(FUZZ) '^FuzzSplit$$' ./tokenizer

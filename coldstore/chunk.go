@@ -32,6 +32,7 @@ type Chunk struct {
 	RecoverableUntil time.Time      `json:"recoverable_until"`
 	DroppedAt        time.Time      `json:"dropped_at"`
 	SummaryID        string         `json:"summary_id,omitempty"`
+	VersionOf        string         `json:"version_of,omitempty"` // an edited message's earlier version: the message's id
 	Metadata         map[string]any `json:"metadata,omitempty"`
 }
 
@@ -58,6 +59,7 @@ func ChunkOf(m *memory.Message) Chunk {
 		Role:      m.Role,
 		Name:      m.Name,
 		Metadata:  maps.Clone(m.Metadata),
+		VersionOf: m.VersionOf,
 	}
 	if ci := m.Cold; ci != nil {
 		c.DropReason = ci.DropReason

@@ -29,10 +29,11 @@ const (
 	StreamRecoveries    = "recoveries"
 	StreamContextHealth = "context-health"
 	StreamPurges        = "purges"
+	StreamEdits         = "edits" // messages edited or deleted by clients
 )
 
 // Streams lists every stream in a stable order.
-var Streams = []string{StreamCompaction, StreamDrops, StreamRecoveries, StreamContextHealth, StreamPurges}
+var Streams = []string{StreamCompaction, StreamDrops, StreamRecoveries, StreamContextHealth, StreamPurges, StreamEdits}
 
 // Defaults for Options.
 const (

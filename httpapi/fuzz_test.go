@@ -59,6 +59,9 @@ func FuzzAppendMessages(f *testing.F) {
 		`{"messages":[{"role":"user","content":"<|endoftext|> \u202e"}]}`,
 		`{"messages":[{"role":"user","content":"a","tool_calls":[{"function":{"name":"f"}}]}]}`,
 		`{"messages":[{"role":"tool","content":"a","tool_call_id":"\u0000"}]}`,
+		`{"messages":[{"role":"tool","content":"","tool_call_id":"c1"}]}`,
+		`{"messages":[{"role":"user","content":"x","message_id":"m-1"},{"role":"user","content":"y","message_id":"m-1"}]}`,
+		`{"messages":[{"role":"user","content":"x","message_id":7}]}`,
 	)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := fuzzBody(t, "POST", "/v1/sessions/fz-append/messages", body)
@@ -102,7 +105,7 @@ func FuzzCompact(f *testing.F) {
 func FuzzContext(f *testing.F) {
 	addSeeds(f, `{"prompt":"what about the river"}`, `{"prompt":"train","max_tokens":300}`, `{"prompt":"x","max_tokens":1}`,
 		`{"prompt":"x","explain":true}`, `{"max_tokens":-1}`, `{"max_tokens":9223372036854775808}`, `{"prompt":null}`,
-		`{"prompt":"<|endoftext|>"}`)
+		`{"prompt":"<|endoftext|>"}`, `{"prompt":"x","format":"openai"}`, `{"prompt":"x","format":"xml"}`, `{"format":1}`)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzBody(t, "POST", "/v1/sessions/s/context", body)
 	})
@@ -135,7 +138,8 @@ func FuzzRecover(f *testing.F) {
 func FuzzListQuery(f *testing.F) {
 	for _, q := range []string{"", "limit=10", "limit=-1", "limit=abc", "limit=1001", "limit=99999999999999999999",
 		"cursor=garbage", "cursor=..", "cursor=%00", "cursor=18446744073709551616", "state=bogus", "state=all",
-		"state=active,dropped", "state=active&state=all", "limit=%zz", "a=%", ";;;&&&==", "explain=maybe", "explain=true"} {
+		"state=active,dropped", "state=active&state=all", "limit=%zz", "a=%", ";;;&&&==", "explain=maybe", "explain=true",
+		"format=openai", "format=ctxd", "format=", "format=openai&format=xml"} {
 		f.Add(q)
 	}
 	f.Fuzz(func(t *testing.T, query string) {

@@ -77,6 +77,10 @@ func (s *Server) appendMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
 	var in appendIn
 	if err := s.decode(c, &in); err != nil {
 		return err
@@ -87,9 +91,12 @@ func (s *Server) appendMessages(c echo.Context) error {
 			return err
 		}
 	}
-	res, err := s.svc.Append(c.Request().Context(), id, msgs)
+	res, err := s.svc.AppendWith(c.Request().Context(), id, msgs, memory.AppendOptions{IdempotencyKey: key})
 	if err != nil {
 		return err
+	}
+	if res.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
 	return c.JSON(http.StatusCreated, appendOut{IDs: res.IDs, Tokens: res.Tokens, Session: res.Session, Compaction: res.Compaction})
 }
@@ -210,9 +217,16 @@ func (s *Server) context(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	format, err := contextFormat(c, in)
+	if err != nil {
+		return err
+	}
 	res, err := s.svc.Context(c.Request().Context(), id, memory.ContextRequest{Prompt: in.Prompt, MaxTokens: in.MaxTokens, Explain: in.Explain || explain})
 	if err != nil {
 		return err
+	}
+	if format == formatOpenAI {
+		return c.JSON(http.StatusOK, toContextChatOut(res))
 	}
 	out := contextOut{Messages: make([]windowMessageOut, len(res.Messages)), Tokens: res.Tokens, Recovered: res.Recovered, AnswerOnly: res.AnswerOnly, Budget: res.Budget}
 	for i, m := range res.Messages {

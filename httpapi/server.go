@@ -121,6 +121,8 @@ func New(svc *memory.Service, opts Options) *Server {
 	// Recover takes no body: none is read, so none is limited.
 	v1.POST("/sessions/:id/messages/:message_id/recover", s.recoverMessage, mw...)
 	v1.GET("/messages/:id", s.getMessage, mw...)
+	v1.PATCH("/messages/:id", s.patchMessage, body...)
+	v1.DELETE("/messages/:id", s.deleteMessage, mw...)
 	v1.GET("/events/:stream", s.listEvents, mw...)
 	return s
 }

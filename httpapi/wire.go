@@ -22,6 +22,9 @@ type messageIn struct {
 	Pinned     bool              `json:"pinned"`
 	Metadata   map[string]any    `json:"metadata"`
 	CreatedAt  string            `json:"created_at"`
+	// MessageID is the client's own id: a message whose id the session
+	// holds already is not stored again.
+	MessageID string `json:"message_id"`
 }
 
 func (in *messageIn) toMessage(i int) (*memory.Message, error) {
@@ -36,6 +39,7 @@ func (in *messageIn) toMessage(i int) (*memory.Message, error) {
 	return &memory.Message{
 		Role: memory.Role(in.Role), Content: in.Content, Name: in.Name, ToolCallID: in.ToolCallID,
 		ToolCalls: in.ToolCalls, Important: in.Important, Pinned: in.Pinned, Metadata: md, CreatedAt: created,
+		ClientID: in.MessageID,
 	}, nil
 }
 
@@ -71,6 +75,9 @@ type messageOut struct {
 	State      memory.State      `json:"state"`
 	Kind       string            `json:"kind,omitempty"`
 	Sources    []string          `json:"sources,omitempty"`
+	MessageID  string            `json:"message_id,omitempty"`
+	Versions   []string          `json:"versions,omitempty"`
+	VersionOf  string            `json:"version_of,omitempty"`
 }
 
 func toMessageOut(m *memory.Message) messageOut {
@@ -82,6 +89,7 @@ func toMessageOut(m *memory.Message) messageOut {
 		ID: m.ID, SessionID: m.SessionID, Role: m.Role, Content: m.Content, Name: m.Name,
 		ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls, Important: m.Important, Pinned: m.Pinned,
 		Metadata: md, CreatedAt: m.CreatedAt, Tokens: m.Tokens, State: m.State, Kind: m.Kind, Sources: m.Sources,
+		MessageID: m.ClientID, Versions: m.Versions, VersionOf: m.VersionOf,
 	}
 }
 
@@ -192,6 +200,8 @@ type contextIn struct {
 	Prompt    string `json:"prompt"`
 	MaxTokens int    `json:"max_tokens"`
 	Explain   bool   `json:"explain"`
+	// Format "openai" answers plain chat messages; "" or "ctxd" the full form.
+	Format string `json:"format"`
 }
 
 // windowMessageOut is a message of the context window: sendable as is

@@ -94,6 +94,9 @@ func (s *Service) withToolGroups(ctx context.Context, tenant, sessionID string, 
 		if m == nil {
 			return nil, Errorf(ENOTFOUND, "message %s not found in session %s", id, sessionID)
 		}
+		if err := checkRecoverVersion(m); err != nil {
+			return nil, err
+		}
 		group := []*Message{m}
 		if m.Role == RoleTool || len(m.ToolCalls) > 0 {
 			if group, err = s.coldGroup(ctx, tenant, sessionID, m, false); err != nil {
@@ -150,7 +153,8 @@ func (s *Service) Purge(ctx context.Context, now time.Time) (int, error) {
 				}
 				gone = append(gone, m)
 			}
-			return nil
+			// An edited message no longer lists its purged earlier versions.
+			return unlinkDeleted(tx, gone, false)
 		})
 		if err != nil {
 			return fmt.Errorf("purge session %s: %w", sess.ID, err)

@@ -17,6 +17,7 @@ type EventReader interface {
 var EventStreams = map[string]string{
 	"compaction": "compaction", "drops": "drops", "recoveries": "recoveries",
 	"health": "context-health", "context-health": "context-health", "purges": "purges",
+	"edits": "edits", // PATCH and DELETE /v1/messages/{id}
 }
 
 // Limits of an event query.

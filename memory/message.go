@@ -53,8 +53,15 @@ func (s State) Valid() bool {
 // InWindow reports whether a message in state s counts toward the working window.
 func (s State) InWindow() bool { return s == StateActive || s == StateRecovered }
 
-// KindSummary marks a message the server wrote to replace others.
-const KindSummary = "summary"
+// Kinds of messages the server writes itself.
+const (
+	// KindSummary marks a message the server wrote to replace others.
+	KindSummary = "summary"
+	// KindVersion marks an earlier version of an edited message, kept cold
+	// (drop reason "edited") so it stays searchable and can be read back;
+	// VersionOf names the message it was a version of.
+	KindVersion = "version"
+)
 
 // KindDigest marks a message a window carries that is not stored: the
 // lines of older tool outputs that name files and identifiers, written for
@@ -103,6 +110,15 @@ type Message struct {
 	Turn int `json:"turn"`
 	// Prune holds the window costs of a long tool result's pruned forms.
 	Prune *PruneCosts `json:"prune,omitempty"`
+	// ClientID is the client's own id for the message (message_id on the
+	// wire): a retried write that names it again is not stored twice.
+	ClientID string `json:"message_id,omitempty"`
+	// Versions lists the ids of this message's earlier versions (kept
+	// cold when its content was edited), oldest first.
+	Versions []string `json:"versions,omitempty"`
+	// VersionOf is, on an earlier version (KindVersion), the id of the
+	// message it is a version of.
+	VersionOf string `json:"version_of,omitempty"`
 
 	// Vector is the message's embedding. It is stored apart from the record
 	// (it is large and most reads do not need it).
@@ -119,6 +135,11 @@ func (m *Message) Position() uint64 {
 
 // IsSummary reports whether m was written by the server to replace others.
 func (m *Message) IsSummary() bool { return m.Kind == KindSummary }
+
+// IsVersion reports whether m is an earlier version of an edited message.
+// It is kept for reading and search, never brought back into a window on
+// its own: its correction stands in the window in its place.
+func (m *Message) IsVersion() bool { return m.Kind == KindVersion }
 
 // InWindow reports whether m costs tokens in the working window now.
 func (m *Message) InWindow() bool { return m.State.InWindow() }
@@ -146,13 +167,13 @@ func (m *Message) Validate(i int, lim Limits) error {
 	if !m.Role.Valid() {
 		return Errorf(EINVALID, "messages[%d].role: %q is not one of system, user, assistant, tool", i, m.Role)
 	}
-	if len(m.Content) > lim.MaxContentBytes {
-		return Errorf(ETOOLARGE, "messages[%d].content: %d bytes is over the limit of %d", i, len(m.Content), lim.MaxContentBytes)
+	if err := checkContent(m, lim); err != nil {
+		return Errorf(ErrorCode(err), "messages[%d].%s", i, ErrorMessage(err))
 	}
-	if strings.TrimSpace(m.Content) == "" && (m.Role != RoleAssistant || len(m.ToolCalls) == 0) {
-		return Errorf(EINVALID, "messages[%d].content: must not be empty (only an assistant message with tool_calls may have none)", i)
+	if len(m.ClientID) > MaxClientIDBytes {
+		return Errorf(EINVALID, "messages[%d].message_id: longer than %d bytes", i, MaxClientIDBytes)
 	}
-	for field, s := range map[string]string{"content": m.Content, "name": m.Name, "tool_call_id": m.ToolCallID} {
+	for field, s := range map[string]string{"name": m.Name, "tool_call_id": m.ToolCallID, "message_id": m.ClientID} {
 		if err := checkText(s); err != nil {
 			return Errorf(EINVALID, "messages[%d].%s: %v", i, field, err)
 		}
@@ -178,6 +199,25 @@ func (m *Message) Validate(i int, lim Limits) error {
 		return Errorf(EINVALID, "messages[%d].created_at: %v", i, err)
 	}
 	return validateMetadata(m.Metadata, i, lim)
+}
+
+// MaxClientIDBytes bounds a client's message_id.
+const MaxClientIDBytes = 256
+
+// checkContent checks m's content for its role: EINVALID or ETOOLARGE, the
+// message starting with "content". Only a tool result (a command that
+// printed nothing) and an assistant message with tool_calls may be empty.
+func checkContent(m *Message, lim Limits) error {
+	if len(m.Content) > lim.MaxContentBytes {
+		return Errorf(ETOOLARGE, "content: %d bytes is over the limit of %d", len(m.Content), lim.MaxContentBytes)
+	}
+	if strings.TrimSpace(m.Content) == "" && m.Role != RoleTool && (m.Role != RoleAssistant || len(m.ToolCalls) == 0) {
+		return Errorf(EINVALID, "content: must not be empty (only a tool result, or an assistant message with tool_calls, may have none)")
+	}
+	if err := checkText(m.Content); err != nil {
+		return Errorf(EINVALID, "content: %v", err)
+	}
+	return nil
 }
 
 // checkCreatedAt refuses a time that is stored in UTC outside the years

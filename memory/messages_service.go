@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,27 +15,44 @@ type AppendResult struct {
 	Tokens     []int
 	Session    *Status
 	Compaction *CompactionReport // when this write triggered a compaction
+	// Replayed: the write's idempotency key was seen before; nothing was
+	// stored and IDs and Tokens are the first write's.
+	Replayed bool
 }
 
 // Append validates, counts, embeds and durably stores msgs at the end of a
 // session (created with the defaults if new), then indexes them. Either all
 // messages are stored or none.
 func (s *Service) Append(ctx context.Context, sessionID string, msgs []*Message) (*AppendResult, error) {
-	if err := ValidateSessionID(sessionID); err != nil {
+	return s.AppendWith(ctx, sessionID, msgs, AppendOptions{})
+}
+
+// AppendWith is Append with options. A message whose client id
+// (message_id) the session holds already is not stored again: the stored
+// message's id and tokens stand in its place in the answer. A write whose
+// idempotency key the session has seen (WriteKeyTTL) stores nothing and is
+// answered as the first was; ECONFLICT when it carries other messages.
+// Pinned and system messages past the session's pinned budget: ECONFLICT,
+// nothing stored.
+func (s *Service) AppendWith(ctx context.Context, sessionID string, msgs []*Message, opt AppendOptions) (*AppendResult, error) {
+	if err := s.validateAppend(sessionID, msgs, opt); err != nil {
 		return nil, err
 	}
-	if len(msgs) == 0 {
-		return nil, Errorf(EINVALID, "messages: send 1 to %d messages", s.Limits.MaxMessagesPerCall)
-	}
-	if len(msgs) > s.Limits.MaxMessagesPerCall {
-		return nil, Errorf(ETOOLARGE, "messages: %d is over the limit of %d per call; split the batch", len(msgs), s.Limits.MaxMessagesPerCall)
-	}
-	for i, m := range msgs {
-		if err := m.Validate(i, s.Limits); err != nil {
+	tenant := TenantFromContext(ctx)
+	hash := ""
+	if opt.IdempotencyKey != "" {
+		var err error
+		if hash, err = requestHash(msgs); err != nil {
 			return nil, err
 		}
+		rec, err := s.Store.WriteKey(ctx, tenant, sessionID, opt.IdempotencyKey)
+		if err != nil {
+			return nil, err
+		}
+		if rec = liveRecord(rec, s.Now()); rec != nil {
+			return s.replay(ctx, tenant, sessionID, rec, hash)
+		}
 	}
-	tenant := TenantFromContext(ctx)
 	sess, err := s.Store.Session(ctx, tenant, sessionID)
 	if ErrorCode(err) == ENOTFOUND {
 		sess, err = s.newSession(tenant, sessionID)(), nil
@@ -42,21 +60,130 @@ func (s *Service) Append(ctx context.Context, sessionID string, msgs []*Message)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.prepare(ctx, sess.Encoding, sess.ContextWindow, s.policy(sess), msgs); err != nil {
-		return nil, err
-	}
-	sess, err = s.Store.Append(ctx, tenant, sessionID, s.newSession(tenant, sessionID), msgs)
+	known, err := s.knownClientIDs(ctx, tenant, sessionID, msgs)
 	if err != nil {
 		return nil, err
 	}
-	s.syncIndex(ctx)
-	res := &AppendResult{}
+	var fresh []*Message
 	for _, m := range msgs {
-		res.IDs = append(res.IDs, m.ID)
-		res.Tokens = append(res.Tokens, m.Tokens)
+		if known[m.ClientID] == nil {
+			fresh = append(fresh, m)
+		}
 	}
+	if err := s.prepare(ctx, sess.Encoding, sess.ContextWindow, s.policy(sess), fresh); err != nil {
+		return nil, err
+	}
+	res := &AppendResult{}
+	var replayed *WriteRecord
+	sess, err = s.Store.Write(ctx, tenant, sessionID, s.newSession(tenant, sessionID), func(tx SessionTx) error {
+		res.IDs, res.Tokens, replayed = res.IDs[:0], res.Tokens[:0], nil
+		if opt.IdempotencyKey != "" {
+			rec, err := tx.WriteKey(opt.IdempotencyKey)
+			if err != nil {
+				return err
+			}
+			if replayed = liveRecord(rec, s.Now()); replayed != nil {
+				return errReplay // a copy of this write committed while it was prepared
+			}
+		}
+		if err := s.appendTx(tx, msgs, known, res); err != nil || opt.IdempotencyKey == "" {
+			return err
+		}
+		now := s.Now().UTC()
+		return tx.PutWriteKey(&WriteRecord{Key: opt.IdempotencyKey, Hash: hash, IDs: res.IDs, Tokens: res.Tokens, At: now},
+			now.Add(-WriteKeyTTL), MaxWriteKeysPerSession)
+	})
+	if errors.Is(err, errReplay) {
+		return s.replay(ctx, tenant, sessionID, replayed, hash)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(fresh) == 0 {
+		res.Session = s.status(sess)
+		return res, nil
+	}
+	s.syncIndex(ctx)
 	res.Session, res.Compaction = s.afterAppend(ctx, tenant, sessionID, sess)
 	return res, nil
+}
+
+func (s *Service) validateAppend(sessionID string, msgs []*Message, opt AppendOptions) error {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return Errorf(EINVALID, "messages: send 1 to %d messages", s.Limits.MaxMessagesPerCall)
+	}
+	if len(msgs) > s.Limits.MaxMessagesPerCall {
+		return Errorf(ETOOLARGE, "messages: %d is over the limit of %d per call; split the batch", len(msgs), s.Limits.MaxMessagesPerCall)
+	}
+	for i, m := range msgs {
+		if err := m.Validate(i, s.Limits); err != nil {
+			return err
+		}
+	}
+	if opt.IdempotencyKey != "" {
+		if err := ValidateIdempotencyKey(opt.IdempotencyKey); err != nil {
+			return err
+		}
+	}
+	return checkClientIDs(msgs)
+}
+
+// knownClientIDs looks up the client ids of msgs the session holds already,
+// so their messages are neither counted nor embedded again.
+func (s *Service) knownClientIDs(ctx context.Context, tenant, sessionID string, msgs []*Message) (map[string]*Message, error) {
+	var ids []string
+	for _, m := range msgs {
+		if m.ClientID != "" {
+			ids = append(ids, m.ClientID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.Store.MessagesByClientID(ctx, tenant, sessionID, ids)
+}
+
+// appendTx stores the messages of a write in tx, in order, each with a
+// client id the session holds already answered by the stored message, and
+// fills res's ids and tokens. known are the messages found before the
+// write was prepared (they were not counted or embedded).
+func (s *Service) appendTx(tx SessionTx, msgs []*Message, known map[string]*Message, res *AppendResult) error {
+	var add []*Message
+	pinned := 0
+	for _, m := range msgs {
+		if m.ClientID != "" {
+			have, err := tx.MessageByClientID(m.ClientID)
+			if err != nil {
+				return err
+			}
+			if have != nil {
+				res.IDs, res.Tokens = append(res.IDs, have.ID), append(res.Tokens, have.Tokens)
+				continue
+			}
+			if known[m.ClientID] != nil {
+				return Errorf(ECONFLICT, "message_id %q: its message was deleted while this write ran; send the write again", m.ClientID)
+			}
+		}
+		res.IDs, res.Tokens = append(res.IDs, m.ID), append(res.Tokens, m.Tokens)
+		add = append(add, m)
+		pinned += PinnedCost(m)
+	}
+	if err := s.checkPinned(tx, pinned); err != nil {
+		return err
+	}
+	sess := tx.Session()
+	for _, m := range add {
+		if err := tx.Append(m); err != nil {
+			return err
+		}
+		if m.CreatedAt.After(sess.UpdatedAt) {
+			sess.UpdatedAt = m.CreatedAt
+		}
+	}
+	return nil
 }
 
 // afterAppend compacts a window the write carried past the trigger (before

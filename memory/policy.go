@@ -33,6 +33,9 @@ type Policy struct {
 	WeightReferences     float64 `json:"weight_references" yaml:"weight_references"`
 	WeightImportance     float64 `json:"weight_importance" yaml:"weight_importance"`
 	RecencyHalfLifeTurns float64 `json:"recency_half_life_turns" yaml:"recency_half_life_turns"`
+	// PinnedMaxPct is the share of the context window that pinned and
+	// system messages may take together; a write past it is refused.
+	PinnedMaxPct float64 `json:"pinned_max_pct" yaml:"pinned_max_pct"`
 }
 
 // DefaultPolicy is the documented default.
@@ -65,6 +68,11 @@ var DefaultPolicy = Policy{
 	WeightReferences:     0.15,
 	WeightImportance:     0.10,
 	RecencyHalfLifeTurns: 24,
+	// A quarter of the window: an agent that writes a pinned note on every
+	// flush prompt is stopped with a clear error long before pinned
+	// messages crowd the working window out (the window builder refuses
+	// every context call once they outgrow max_tokens).
+	PinnedMaxPct: 0.25,
 }
 
 // Validate checks that the policy makes sense, naming the field that does not.
@@ -105,6 +113,8 @@ func (p Policy) Validate() error {
 		return bad("weight_similarity", "weights must be at most %d", MaxWeight)
 	case p.RecencyHalfLifeTurns <= 0:
 		return bad("recency_half_life_turns", "must be positive")
+	case !(p.PinnedMaxPct > 0 && p.PinnedMaxPct <= 1):
+		return bad("pinned_max_pct", "%v is outside (0, 1]", p.PinnedMaxPct)
 	}
 	return nil
 }
@@ -137,6 +147,7 @@ type PolicyOverrides struct {
 	WeightReferences     *float64 `json:"weight_references,omitempty"`
 	WeightImportance     *float64 `json:"weight_importance,omitempty"`
 	RecencyHalfLifeTurns *float64 `json:"recency_half_life_turns,omitempty"`
+	PinnedMaxPct         *float64 `json:"pinned_max_pct,omitempty"`
 }
 
 // Apply returns p with the set overrides.
@@ -175,6 +186,7 @@ func (o *PolicyOverrides) Apply(p Policy) Policy {
 	setF(&p.WeightReferences, o.WeightReferences)
 	setF(&p.WeightImportance, o.WeightImportance)
 	setF(&p.RecencyHalfLifeTurns, o.RecencyHalfLifeTurns)
+	setF(&p.PinnedMaxPct, o.PinnedMaxPct)
 	return p
 }
 

@@ -251,8 +251,11 @@ func (s *Service) NewID() string {
 func (s *Service) newSession(tenant, id string) func() *Session {
 	return func() *Session {
 		now := s.Now().UTC()
+		// A new session's pinned total is known (none): the store keeps it
+		// from the first write on.
+		var pinned int
 		return &Session{Tenant: tenant, ID: id, ContextWindow: s.Defaults.ContextWindow,
-			Encoding: s.Defaults.Encoding, CreatedAt: now, UpdatedAt: now}
+			Encoding: s.Defaults.Encoding, PinnedTokens: &pinned, CreatedAt: now, UpdatedAt: now}
 	}
 }
 

@@ -77,6 +77,11 @@ type Session struct {
 	// costs at each prune level: the window's exact cost depends on how many
 	// assistant turns followed them.
 	Prunable map[string]PruneEntry `json:"prunable,omitempty"`
+	// PinnedTokens is what the pinned and system messages in the window
+	// cost (see PinnedCost), kept with Tokens by every write. nil in a
+	// session stored before it was kept: the first write that needs it
+	// counts it from the messages (pinnedTotal).
+	PinnedTokens *int `json:"pinned_tokens,omitempty"`
 	// Policy holds the session's own compaction settings.
 	Policy *PolicyOverrides `json:"policy,omitempty"`
 	// FlushTold is Compactions+1 once the agent was told to flush in the

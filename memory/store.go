@@ -30,6 +30,10 @@ type Store interface {
 	// Update runs fn in one write transaction on a session; ENOTFOUND if
 	// the session does not exist. An error from fn rolls everything back.
 	Update(ctx context.Context, tenant, sessionID string, fn func(SessionTx) error) (*Session, error)
+	// Write is Update for a write of new messages: the session is created
+	// with create() when it is missing (and saved only if fn succeeds), and
+	// like Append it refuses (EUNAVAILABLE) while the disk is nearly full.
+	Write(ctx context.Context, tenant, sessionID string, create func() *Session, fn func(SessionTx) error) (*Session, error)
 	// Messages lists a session's messages in order, filtered by q.
 	Messages(ctx context.Context, tenant, sessionID string, q MessageQuery) ([]*Message, error)
 	// MessagesByID returns the messages with these ids that exist and belong
@@ -58,6 +62,10 @@ type Store interface {
 	// any message id exists already; EINVALID for messages of another
 	// session or repeated seqs. Every message is logged as an upsert.
 	Import(ctx context.Context, sess *Session, msgs []*Message) (*Session, error)
+
+	// WriteKeys reads what the store remembers of earlier writes
+	// (idempotency keys, client message ids).
+	WriteKeys
 
 	// Meta reads a store-wide setting ("" if unset); SetMeta writes one.
 	Meta(ctx context.Context, key string) (string, error)
@@ -207,6 +215,9 @@ type SessionTx interface {
 	Put(m *Message) error
 	// Append adds a new message at the end of the session (assigning Seq).
 	Append(m *Message) error
-	// Delete removes a message for good (the TTL purge).
+	// Delete removes a message for good (the TTL purge, DELETE).
 	Delete(id string) error
+	// WriteKeysTx reads and records idempotency keys, and finds client
+	// message ids, in this transaction.
+	WriteKeysTx
 }

@@ -19,6 +19,7 @@ var logStreams = map[string][]string{
 	"recoveries": {"chunk", "score", "tokens", "prompt"},
 	"health":     {"state", "tokens", "limit", "pct_used", "next_compaction_in_tokens"},
 	"purges":     {"chunk", "reason", "tokens", "recoverable_until"},
+	"edits":      {"op", "message", "changed", "tokens_before", "tokens_after", "previous_version"},
 }
 
 // events fetches the caller's last n events of a stream.
@@ -46,14 +47,14 @@ func newLogsCmd() *cobra.Command {
 	var session string
 	var n int
 	cmd := &cobra.Command{
-		Use:   "logs compaction|drops|recoveries|health|purges",
+		Use:   "logs compaction|drops|recoveries|health|purges|edits",
 		Short: "Show the last events of a server event stream",
 		Long: "Show the last events of one of the server's event streams, oldest first: compaction, drops, " +
-			"recoveries, health (context health after each write) or purges. One line per event; --json " +
+			"recoveries, health (context health after each write), purges or edits (messages edited or deleted). One line per event; --json " +
 			"prints them as JSONL.",
 		Example:   "  ctxd logs compaction --session demo -n 5\n  ctxd logs drops --json | jq .score",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"compaction", "drops", "recoveries", "health", "purges"},
+		ValidArgs: []string{"compaction", "drops", "recoveries", "health", "purges", "edits"},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "only this session's events")
 	cmd.Flags().IntVarP(&n, "n", "n", 20, "the last N events (1 to 1000)")

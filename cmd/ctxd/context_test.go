@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,10 +11,15 @@ import (
 	"github.com/ctxd/ctxd/tokenizer"
 )
 
+// testTokenizer is shared by the tests: an encoding loads (and is checked
+// against tiktoken-go) once per tokenizer, ~0.3 s, which a count per
+// message would pay again and again.
+var testTokenizer = sync.OnceValue(tokenizer.New)
+
 // recount counts a returned window exactly, as the client would send it.
 func recount(t *testing.T, msgs []any, prompt string) int {
 	t.Helper()
-	tok := tokenizer.New()
+	tok := testTokenizer()
 	total := memory.ReplyPriming
 	if prompt != "" {
 		n, _ := memory.MessageTokens(tok, memory.EncodingO200k, &memory.Message{Role: memory.RoleUser, Content: prompt})

@@ -58,6 +58,7 @@ func bodyFields() []bodyField {
 		{appendRoute, userBody, "messages.0.metadata", "obj", false},
 		{appendRoute, userBody, "messages.0.metadata.k", "str", true},
 		{appendRoute, userBody, "messages.0.created_at", "str", false},
+		{appendRoute, userBody, "messages.0.message_id", "str", true},
 		{searchRoute, searchBody, "query", "str", true},
 		{searchRoute, searchBody, "session_id", "str", false},
 		{searchRoute, searchBody, "sessions", "arr", false},
@@ -74,9 +75,10 @@ func bodyFields() []bodyField {
 		{contextRoute, map[string]any{"prompt": "train"}, "prompt", "str", true},
 		{contextRoute, map[string]any{"prompt": "train"}, "max_tokens", "int", false},
 		{contextRoute, map[string]any{"prompt": "train"}, "explain", "bool", false},
+		{contextRoute, map[string]any{"prompt": "train"}, "format", "str", false},
 	}
 	for _, f := range []string{"compaction_trigger_pct", "max_context_pct", "target_pct", "relevance_cutoff",
-		"weight_similarity", "weight_recency", "weight_references", "weight_importance", "recency_half_life_turns"} {
+		"weight_similarity", "weight_recency", "weight_references", "weight_importance", "recency_half_life_turns", "pinned_max_pct"} {
 		fs = append(fs, bodyField{putRoute, map[string]any{}, f, "float", false})
 	}
 	for _, f := range []string{"reserve_tokens", "flush_threshold_tokens", "min_chunks_to_keep", "keep_recent",

@@ -40,6 +40,8 @@ func TestHostilePolicyExtremes(t *testing.T) {
 		{"compaction_trigger_pct": 5e-324, "target_pct": 5e-324},
 		{"compaction_trigger_pct": 0.999999, "max_context_pct": 1},
 		{"compaction_trigger_pct": 1e-9, "target_pct": 1e-10, "max_context_pct": 2e-9},
+		{"pinned_max_pct": 5e-324},
+		{"pinned_max_pct": 1},
 	}
 	for i, row := range rows {
 		t.Run(fmt.Sprint(row), func(t *testing.T) {

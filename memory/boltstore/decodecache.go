@@ -101,7 +101,7 @@ func (c *decodeCache) add(key string, d *decoded) {
 }
 
 // cloneMessage copies m deeply enough that changing the copy, its cold and
-// prune records, tool calls, sources or metadata leaves m as it was. The
+// prune records, tool calls, sources, versions or metadata leaves m as it was. The
 // vector is not copied: cached messages have none (it is read apart).
 func cloneMessage(m *memory.Message) *memory.Message {
 	c := *m
@@ -115,6 +115,7 @@ func cloneMessage(m *memory.Message) *memory.Message {
 	}
 	c.ToolCalls = slices.Clone(m.ToolCalls)
 	c.Sources = slices.Clone(m.Sources)
+	c.Versions = slices.Clone(m.Versions)
 	if m.Metadata != nil {
 		c.Metadata = cloneJSON(m.Metadata).(map[string]any)
 	}

@@ -50,7 +50,7 @@ func TestDecodeCacheBounded(t *testing.T) {
 // cloneMessage copies it.
 func TestCloneMessageCoversEveryReferenceField(t *testing.T) {
 	m := &memory.Message{ToolCalls: []memory.ToolCall{{ID: "c"}}, Metadata: map[string]any{"k": []any{"v"}},
-		Sources: []string{"s"}, Cold: &memory.ColdInfo{}, Prune: &memory.PruneCosts{}}
+		Sources: []string{"s"}, Versions: []string{"v"}, Cold: &memory.ColdInfo{}, Prune: &memory.PruneCosts{}}
 	c := cloneMessage(m)
 	mv, cv := reflect.ValueOf(m).Elem(), reflect.ValueOf(c).Elem()
 	for i := range mv.NumField() {

@@ -18,6 +18,8 @@ func (s *Store) Import(ctx context.Context, sess *memory.Session, msgs []*memory
 	}
 	out := *sess
 	out.Counts, out.Tokens, out.Summaries, out.Prunable = memory.Counts{}, 0, 0, nil
+	var pinned int
+	out.PinnedTokens = &pinned
 	seen := make(map[uint64]bool, len(msgs))
 	for _, m := range msgs {
 		if m.Tenant != sess.Tenant || m.SessionID != sess.ID {

@@ -84,6 +84,9 @@ func putMessage(tx *bolt.Tx, m, old *memory.Message) error {
 	if err := ids.Put([]byte(m.ID), key); err != nil {
 		return fmt.Errorf("put id %s: %w", m.ID, err)
 	}
+	if err := putClientID(tx, m, old); err != nil {
+		return err
+	}
 	if m.Vector != nil {
 		if err := tx.Bucket(bucketVectors).Put([]byte(m.ID), encodeVector(m)); err != nil {
 			return fmt.Errorf("put vector %s: %w", m.ID, err)

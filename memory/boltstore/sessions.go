@@ -107,6 +107,13 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 		if err := deletePrefix(tx.Bucket(bucketPrompts), prefix); err != nil {
 			return fmt.Errorf("delete prompts: %w", err)
 		}
+		// A new session of the same id starts without the old one's
+		// client ids and idempotency keys.
+		for _, b := range [][]byte{bucketClient, bucketWrites} {
+			if err := deletePrefix(tx.Bucket(b), prefix); err != nil {
+				return fmt.Errorf("delete %s of session %s: %w", b, id, err)
+			}
+		}
 		if err := tx.Bucket(bucketSessions).Delete(sessionKey(tenant, id)); err != nil {
 			return fmt.Errorf("delete session %s: %w", id, err)
 		}

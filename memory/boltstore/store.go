@@ -10,6 +10,9 @@
 //	states    tenant \x00 session \x00 state seq -> nothing (messages by state)
 //	changes   store seq                      -> JSON memory.Change
 //	meta      name                           -> value
+//	clientids tenant \x00 session \x00 client id -> message id (message_id)
+//	writekeys tenant \x00 session \x00 'k' key -> JSON memory.WriteRecord
+//	          tenant \x00 session \x00 't' time key -> nothing (records by age)
 package boltstore
 
 import (
@@ -37,7 +40,10 @@ var (
 	bucketChanges  = []byte("changes")
 	bucketMeta     = []byte("meta")
 	bucketStates   = []byte("states")
-	allBuckets     = [][]byte{bucketSessions, bucketMessages, bucketIDs, bucketVectors, bucketChanges, bucketMeta, bucketStates, bucketPrompts}
+	bucketClient   = []byte("clientids")
+	bucketWrites   = []byte("writekeys")
+	allBuckets     = [][]byte{bucketSessions, bucketMessages, bucketIDs, bucketVectors, bucketChanges, bucketMeta, bucketStates,
+		bucketPrompts, bucketClient, bucketWrites}
 )
 
 // DefaultLockTimeout is how long Open waits for another process's file lock.

@@ -11,13 +11,33 @@ import (
 
 // Update runs fn in one bbolt write transaction on a session.
 func (s *Store) Update(ctx context.Context, tenant, sessionID string, fn func(memory.SessionTx) error) (*memory.Session, error) {
+	return s.sessionUpdate(ctx, tenant, sessionID, nil, fn)
+}
+
+// Write runs fn in one bbolt write transaction on a session it creates
+// when missing; like Append it refuses while the disk is nearly full.
+func (s *Store) Write(ctx context.Context, tenant, sessionID string, create func() *memory.Session, fn func(memory.SessionTx) error) (*memory.Session, error) {
+	if err := s.checkFree(); err != nil {
+		return nil, err
+	}
+	return s.sessionUpdate(ctx, tenant, sessionID, create, fn)
+}
+
+// sessionUpdate runs fn on the session, created with create() when it is
+// missing (a nil create: ENOTFOUND), and saves the session after it.
+func (s *Store) sessionUpdate(ctx context.Context, tenant, sessionID string, create func() *memory.Session, fn func(memory.SessionTx) error) (*memory.Session, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	var sess *memory.Session
 	err := s.update(func(tx *bolt.Tx) error {
 		var err error
-		if sess, err = getSession(tx, tenant, sessionID); err != nil {
+		if create == nil {
+			sess, err = getSession(tx, tenant, sessionID)
+		} else {
+			sess, err = getOrCreateSession(tx, tenant, sessionID, create)
+		}
+		if err != nil {
 			return err
 		}
 		stx := &sessionTx{tx: tx, sess: sess}
@@ -114,6 +134,9 @@ func (t *sessionTx) Delete(id string) error {
 	if err := t.tx.Bucket(bucketVectors).Delete([]byte(id)); err != nil {
 		return err
 	}
+	if err := deleteClientID(t.tx, m); err != nil {
+		return err
+	}
 	return logChange(t.tx, memory.Change{Op: memory.ChangeDelete, Tenant: m.Tenant, SessionID: m.SessionID, MessageID: id})
 }
 
@@ -126,6 +149,9 @@ func account(sess *memory.Session, m *memory.Message, sign int) {
 	}
 	if m.IsSummary() {
 		sess.Summaries += sign
+	}
+	if sess.PinnedTokens != nil {
+		*sess.PinnedTokens += sign * memory.PinnedCost(m)
 	}
 	if m.Prune == nil {
 		return
