@@ -39,6 +39,19 @@ func checkTotals(t *testing.T, ts *testServer, session string) ([]map[string]any
 	return msgs, pinned
 }
 
+// chat stores n turns of chatter, alternating user and assistant, four to a
+// write: enough writes to compact, fewer requests than one per turn.
+func chat(ts *testServer, session string, n int) {
+	ts.t.Helper()
+	for i := 0; i < n; i += 4 {
+		var batch []map[string]any
+		for j := i; j < min(i+4, n); j++ {
+			batch = append(batch, msg([]string{"user", "assistant"}[j%2], chatter(j)))
+		}
+		ts.store(session, batch...)
+	}
+}
+
 // mustVerify runs `ctxd verify` on a stopped server's data dir: the index,
 // the vectors and the cold mirror agree with the store.
 func mustVerify(t *testing.T, dir string) {
@@ -196,9 +209,7 @@ func TestEditAndDeleteRefusals(t *testing.T) {
 	ids := ts.store("r", map[string]any{"role": "system", "content": "rules", "pinned": true}, msg("user", "first question"))
 	u := ids[1]
 	v := ts.mustDo(200, "PATCH", "/v1/messages/"+u, map[string]any{"content": "first question, edited"})["versions"].([]any)[0].(string)
-	for i := range 60 {
-		ts.store("r", msg([]string{"user", "assistant"}[i%2], chatter(i)))
-	}
+	chat(ts, "r", 60)
 	var summary, source string
 	for _, m := range allMessages(ts, "r") {
 		if m["kind"] == "summary" && summary == "" {
@@ -310,9 +321,7 @@ func TestDeleteMessage(t *testing.T) {
 	secret := ids[1]
 	v := ts.mustDo(200, "PATCH", "/v1/messages/"+secret, map[string]any{"content": "My locker code is 9902, by the okapi enclosure."})["versions"].([]any)[0].(string)
 	// Enough chatter to compact: some early turns go cold and into the mirror.
-	for i := range 50 {
-		ts.store("d", msg([]string{"user", "assistant"}[i%2], chatter(i)))
-	}
+	chat(ts, "d", 50)
 	var cold string
 	for _, m := range allMessages(ts, "d") {
 		if m["state"] == "dropped" && m["kind"] != "version" && cold == "" {
@@ -345,8 +354,8 @@ func TestDeleteMessage(t *testing.T) {
 			}
 		}
 		b, err := os.ReadFile(coldFile(dir, "d"))
-		if err != nil || strings.Contains(string(b), cold) || strings.Contains(string(b), v) || strings.Contains(string(b), "4471") {
-			t.Fatalf("cold mirror still holds a deleted message (%v)", err)
+		if err != nil || strings.Contains(string(b), cold) || strings.Contains(string(b), v) || strings.Contains(string(b), "locker code is 4471") {
+			t.Fatalf("cold mirror still holds a deleted message (%v): %s", err, b)
 		}
 		checkTotals(t, ts, "d")
 	}

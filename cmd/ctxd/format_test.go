@@ -41,8 +41,7 @@ func TestEmptyToolResults(t *testing.T) {
 
 	// Many silent commands: compactions summarize and drop them.
 	for i := range 40 {
-		ts.store("t", msg("user", chatter(i)))
-		ts.store("t", toolTurn(i, "")...)
+		ts.store("t", append([]map[string]any{msg("user", chatter(i))}, toolTurn(i, "")...)...)
 	}
 	st := ts.mustDo(200, "GET", "/v1/sessions/t", nil)
 	if st["compactions"].(float64) < 1 || st["summaries"].(float64) < 1 {
