@@ -1,8 +1,11 @@
 package memory
 
 import (
+	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 )
 
@@ -151,23 +154,71 @@ func salientLines(text string) []string {
 	return out
 }
 
-// named is a text's salient lines and the names each holds.
+// named is a text's salient lines, the names each holds (as hashes: a
+// late call looks up thousands of names, and hashing strings was most of
+// its cost), and each distinct name once at the first line holding it.
 type named struct {
-	text  string // the text they were read from: an edited message misses the cache
-	lines []string
-	names [][]string
+	text   string // the text they were read from: an edited message misses the cache
+	lines  []string
+	hashes [][]uint64 // per line, its names' hashes
+	uniq   []nameAt
+	// toks is each line's token count with the newline that follows it in
+	// a digest, 0 until a digest first weighs it.
+	// The counts are the message's session's encoding: a session whose
+	// encoding changed sees stale counts, which only shifts the estimate
+	// (the digest is counted exactly before it is used).
+	toks []atomic.Int32
 }
+
+// nameAt is a distinct name (its hash) and the first line that holds it.
+type nameAt struct {
+	h    uint64
+	line int
+}
+
+// nameSeed seeds the names' hashes: 64 bits make a collision (two names
+// taken for one) negligible among a window's few thousand names.
+var nameSeed = maphash.MakeSeed()
 
 // namesOf reads text's salient lines and names.
 func namesOf(text string) *named {
 	n := &named{text: text, lines: salientLines(text)}
-	n.names = make([][]string, len(n.lines))
+	n.hashes = make([][]uint64, len(n.lines))
+	n.toks = make([]atomic.Int32, len(n.lines))
+	seen := map[uint64]bool{}
 	for i, l := range n.lines {
 		for _, sp := range lineNames(l) {
-			n.names[i] = append(n.names[i], l[sp.start:sp.end])
+			h := maphash.String(nameSeed, l[sp.start:sp.end])
+			n.hashes[i] = append(n.hashes[i], h)
+			if !seen[h] {
+				seen[h] = true
+				n.uniq = append(n.uniq, nameAt{h, i})
+			}
 		}
 	}
 	return n
+}
+
+// lineTokens is line i's token count in enc, with a newline after it,
+// counted once.
+func (n *named) lineTokens(tok Tokenizer, enc string, i int) (int, error) {
+	if c := n.toks[i].Load(); c > 0 {
+		return int(c), nil
+	}
+	c, err := tok.Count(enc, n.lines[i]+"\n")
+	if err != nil {
+		return 0, fmt.Errorf("count a digest line: %w", err)
+	}
+	c = max(c, 1)
+	n.toks[i].Store(int32(c))
+	return c, nil
+}
+
+// salientKey names one text of a message: its content (part 0) or the
+// arguments of its tool call part-1.
+type salientKey struct {
+	id   string
+	part int
 }
 
 // salientCache keeps the names of recent messages' texts: a tool loop's
@@ -175,16 +226,17 @@ func namesOf(text string) *named {
 // was a third of a late call's cost.
 type salientCache struct {
 	mu sync.Mutex
-	m  map[string]*named
+	m  map[salientKey]*named
 }
 
 // maxSalientCache bounds the cache; when full it starts over (the next
 // calls refill it with what they use).
 const maxSalientCache = 20_000
 
-func (c *salientCache) get(id, text string) *named {
+func (c *salientCache) get(id string, part int, text string) *named {
+	k := salientKey{id, part}
 	c.mu.Lock()
-	n := c.m[id]
+	n := c.m[k]
 	c.mu.Unlock()
 	if n != nil && n.text == text {
 		return n
@@ -192,9 +244,9 @@ func (c *salientCache) get(id, text string) *named {
 	n = namesOf(text)
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxSalientCache {
-		c.m = map[string]*named{}
+		c.m = map[salientKey]*named{}
 	}
-	c.m[id] = n
+	c.m[k] = n
 	c.mu.Unlock()
 	return n
 }

@@ -93,19 +93,19 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 		return nil, Errorf(EINVALID, "max_tokens: %d is outside 1..%d", req.MaxTokens, maxContextTokens)
 	}
 	tenant := TenantFromContext(ctx)
+	unlock := s.lockSession(tenant, sessionID)
+	defer unlock()
 	sess, err := s.Store.Session(ctx, tenant, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	if s.status(sess).State == WindowOverLimit {
-		if _, err := s.Compact(ctx, sessionID, CompactRequest{Prompt: req.Prompt, Trigger: TriggerHardLimit}); err != nil {
+		if _, err := s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: req.Prompt, Trigger: TriggerHardLimit}); err != nil {
 			return nil, fmt.Errorf("compact before building the window: %w", err)
 		}
-	}
-	unlock := s.lockSession(tenant, sessionID)
-	defer unlock()
-	if sess, err = s.Store.Session(ctx, tenant, sessionID); err != nil {
-		return nil, err
+		if sess, err = s.Store.Session(ctx, tenant, sessionID); err != nil {
+			return nil, err
+		}
 	}
 	b, err := s.newWindowBuilder(ctx, sess, req)
 	if err != nil {

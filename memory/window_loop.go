@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -288,166 +289,227 @@ func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, sh
 	if limit <= 0 || oldest == 0 {
 		return nil
 	}
-	covered := map[string]bool{} // names a tool output in the window shows already
-	agent := map[string]bool{}   // names the agent wrote
-	calls := map[string]string{} // tool call id -> its command, to head the lines of its output
+	cache := &b.s.salient
+	covered := map[uint64]bool{} // names a message in the window shows already
+	agent := map[uint64]bool{}   // names the agent wrote
+	mark := func(set map[uint64]bool, n *named) {
+		for _, x := range n.uniq {
+			set[x.h] = true
+		}
+	}
 	for u := range b.chosen {
 		for _, m := range u.msgs {
 			if m.Role == RoleSystem || m.Role == RoleUser {
-				for _, names := range b.s.salient.get(m.ID, m.Content).names {
-					for _, n := range names {
-						covered[n] = true
-					}
-				}
+				mark(covered, cache.get(m.ID, 0, m.Content))
 			}
 		}
 	}
+	calls := map[string]*ToolCall{} // tool call id -> the call, to head the lines of its output
+	var outputs []*Message          // older outputs the window does not show, newest first
 	for _, m := range originals {
-		for _, tc := range m.ToolCalls {
-			calls[tc.ID] = tc.Function.Name + " " + tc.Function.Arguments
+		for k := range m.ToolCalls {
+			calls[m.ToolCalls[k].ID] = &m.ToolCalls[k]
 		}
 		switch {
 		case m.Role == RoleTool && shown[m.ID]:
-			for _, names := range b.s.salient.get(m.ID, m.Content).names {
-				for _, n := range names {
-					covered[n] = true
-				}
-			}
+			mark(covered, cache.get(m.ID, 0, m.Content))
 		case m.Role == RoleAssistant:
-			text := m.Content
-			for _, tc := range m.ToolCalls {
-				text += "\n" + tc.Function.Arguments
-			}
-			for _, names := range b.s.salient.get(m.ID, text).names {
-				for _, n := range names {
-					agent[n] = true
-				}
+			mark(agent, cache.get(m.ID, 0, m.Content))
+			for k, tc := range m.ToolCalls {
+				mark(agent, cache.get(m.ID, k+1, tc.Function.Arguments))
 			}
 		}
 	}
-	// Candidates, newest output first: each name once, with its newest line.
-	type cand struct {
-		name, line string
-		source     *Message
-		at         int // the line's place among the source's lines
-		names      []string
-	}
-	var cands []cand
-	seen := map[string]bool{}
 	for i := len(originals) - 1; i >= 0; i-- {
-		m := originals[i]
-		if m.Seq >= oldest || shown[m.ID] || m.Role != RoleTool {
-			continue
+		if m := originals[i]; m.Seq < oldest && !shown[m.ID] && m.Role == RoleTool {
+			outputs = append(outputs, m)
 		}
-		nm := b.s.salient.get(m.ID, m.Content)
-		for k, l := range nm.lines {
-			for _, name := range nm.names[k] {
-				if seen[name] || covered[name] {
+	}
+	d := &Message{ID: "digest", Role: RoleUser, Kind: KindDigest, State: StateActive, SessionID: b.sess.ID, Anchor: oldest}
+	base, err := MessageTokens(b.s.Tokenizer, b.sess.Encoding, d) // all but the content
+	if err != nil {
+		return err
+	}
+	est, err := b.s.Tokenizer.Count(b.sess.Encoding, digestHeader+"\n")
+	if err != nil {
+		return fmt.Errorf("count the digest header: %w", err)
+	}
+	est += base
+	// Each name once, with the line of the newest output that has it:
+	// names the agent wrote first, then the others. Each line is weighed by
+	// its own exact count (see digestCost), and each output's header too.
+	type choice struct {
+		src   *Message
+		n     *named
+		head  string
+		lines []int
+	}
+	var chosen []*choice
+	bySrc := map[*Message]*choice{}
+	heads := map[*Message]int{} // an output's header's tokens
+	seen := map[uint64]bool{}   // a name met: its newest line was weighed
+	lines := map[string]bool{}  // lines chosen (outputs repeat lines)
+	misses := 0
+	// A full digest stops the search: once this many lines in a row did
+	// not fit (or no line can), the rest would not either.
+	const maxMisses = 64
+choose:
+	for pass := 0; pass < 2; pass++ {
+		for _, m := range outputs {
+			n := cache.get(m.ID, 0, m.Content)
+			for _, x := range n.uniq {
+				if agent[x.h] != (pass == 0) || seen[x.h] || covered[x.h] {
 					continue
 				}
-				seen[name] = true
-				cands = append(cands, cand{name, l, m, k, nm.names[k]})
+				seen[x.h] = true
+				if lines[n.lines[x.line]] {
+					continue
+				}
+				cost, err := n.lineTokens(b.s.Tokenizer, b.sess.Encoding, x.line)
+				if err != nil {
+					return err
+				}
+				c := bySrc[m]
+				if c == nil {
+					hc, ok := heads[m]
+					if !ok {
+						if hc, err = b.s.Tokenizer.Count(b.sess.Encoding, digestHead(calls[m.ToolCallID])+"\n"); err != nil {
+							return fmt.Errorf("count a digest header: %w", err)
+						}
+						heads[m] = hc
+					}
+					cost += hc
+				}
+				if est+cost > limit {
+					if misses++; misses >= maxMisses || limit-est < 3 {
+						break choose
+					}
+					continue
+				}
+				misses = 0
+				if c == nil {
+					c = &choice{src: m, n: n, head: digestHead(calls[m.ToolCallID])}
+					bySrc[m] = c
+					chosen = append(chosen, c)
+				}
+				c.lines = append(c.lines, x.line)
+				lines[n.lines[x.line]] = true
+				for _, h := range n.hashes[x.line] {
+					covered[h] = true // one line shows all its names
+				}
+				est += cost
 			}
 		}
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return agent[cands[i].name] && !agent[cands[j].name] })
-	// Lines are chosen by an estimate of their tokens (bytes over a ratio),
-	// the digest is counted exactly, and chosen again with the ratio that
-	// count measured: counting each candidate exactly was a fifth of a late
-	// call's cost, and a fixed ratio left a quarter of the digest's budget
-	// unused on indented code.
-	compose := func(bytesPerToken float64) (string, []string) {
-		cov := map[string]bool{} // covered by the lines chosen in this pass
-		est := int(float64(len(digestHeader))/bytesPerToken) + MessageOverhead + 2
-		lines := map[string]bool{}
-		chosen := map[*Message][]cand{}
-		var order []*Message
-		for _, c := range cands {
-			if covered[c.name] || cov[c.name] || lines[c.line] {
-				continue
-			}
-			n := int(float64(len(c.line)+1)/bytesPerToken) + 1
-			if _, ok := chosen[c.source]; !ok {
-				n += int(float64(maxDigestCommand+16) / bytesPerToken) // its header
-			}
-			if est+n > limit {
-				continue
-			}
-			lines[c.line] = true
-			for _, name := range c.names {
-				cov[name] = true // one line shows all its names
-			}
-			if _, ok := chosen[c.source]; !ok {
-				order = append(order, c.source)
-			}
-			chosen[c.source] = append(chosen[c.source], c)
-			est += n
-		}
-		// Rendered by output, newest first, each under the command that
-		// made it (a line of a file view means little without the file),
-		// its lines in their own order. Offline, the headers cost a point
-		// of needed names at a 12,000 budget: worth what they tell the agent.
-		sort.SliceStable(order, func(i, j int) bool { return order[i].Seq > order[j].Seq })
-		var sb strings.Builder
-		sb.WriteString(digestHeader)
-		var sources []string
-		for _, src := range order {
-			cs := chosen[src]
-			sort.Slice(cs, func(i, j int) bool { return cs[i].at < cs[j].at })
-			cmd := calls[src.ToolCallID]
-			if cmd == "" {
-				cmd = "tool output"
-			}
-			sb.WriteString("\n[lines from: ")
-			sb.WriteString(truncateRunes(strings.Join(strings.Fields(cmd), " "), maxDigestCommand))
-			sb.WriteString("]")
-			for _, c := range cs {
-				sb.WriteString("\n")
-				sb.WriteString(c.line)
-			}
-			sources = append(sources, src.ID)
-		}
-		return sb.String(), sources
+	// Rendered by output, newest first, each under the command that made it
+	// (a line of a file view means little without the file), its lines in
+	// their own order. Offline, the headers cost a point of needed names at
+	// a 12,000 budget: worth what they tell the agent.
+	sort.SliceStable(chosen, func(i, j int) bool { return chosen[i].src.Seq > chosen[j].src.Seq })
+	for _, c := range chosen {
+		slices.Sort(c.lines)
 	}
-	content, sources := compose(3.2)
-	if len(sources) > 0 {
-		n, err := b.s.Tokenizer.Count(b.sess.Encoding, content)
-		if err != nil {
-			return fmt.Errorf("count digest: %w", err)
+	for len(chosen) > 0 {
+		segs := []digestSeg{{text: digestHeader + "\n"}}
+		for _, c := range chosen {
+			segs = append(segs, digestSeg{text: c.head + "\n"})
+			for _, k := range c.lines {
+				segs = append(segs, digestSeg{text: c.n.lines[k] + "\n", n: c.n, line: k})
+			}
 		}
-		if n > 0 && (n > limit || n < limit*9/10) {
-			content, sources = compose(0.97 * float64(len(content)) / float64(n))
-		}
-	}
-	if len(sources) == 0 {
-		return nil
-	}
-	d := &Message{ID: "digest", Role: RoleUser, Content: content, Kind: KindDigest, State: StateActive,
-		SessionID: b.sess.ID, Anchor: oldest, Sources: sources}
-	// The estimate adds up piece by piece; the window needs the exact cost.
-	for {
-		n, err := MessageTokens(b.s.Tokenizer, b.sess.Encoding, d)
+		n, err := digestCost(b.s.Tokenizer, b.sess.Encoding, segs)
 		if err != nil {
 			return err
 		}
-		if n <= limit {
-			d.Tokens = n
+		if base+n <= limit {
+			var sb strings.Builder
+			for _, sg := range segs {
+				sb.WriteString(sg.text)
+			}
+			d.Content = strings.TrimSuffix(sb.String(), "\n")
+			d.Tokens = base + n
+			for _, c := range chosen {
+				d.Sources = append(d.Sources, c.src.ID)
+			}
 			break
 		}
-		// over by n-limit tokens: drop at least that many tokens' worth of
-		// bytes (a token is rarely under 2 bytes) from the end, whole lines
-		cut := len(d.Content) - 2*(n-limit)
-		k := strings.LastIndexByte(d.Content[:max(cut, 0)], '\n')
-		if k <= len(digestHeader) {
-			return nil
+		// Over (a line merged with its neighbour, or the last line lost
+		// its newline): drop the oldest output's last line.
+		last := chosen[len(chosen)-1]
+		if last.lines = last.lines[:len(last.lines)-1]; len(last.lines) == 0 {
+			chosen = chosen[:len(chosen)-1]
 		}
-		d.Content = d.Content[:k]
+	}
+	if len(chosen) == 0 {
+		return nil
 	}
 	u := &unit{msgs: []*Message{d}, tokens: d.Tokens, decision: DecisionKeep}
 	b.chosen[u] = SourceSummary
 	b.use(SourceSummary, d.Tokens)
 	b.views[d.ID] = msgView{content: d.Content, tokens: d.Tokens}
 	return nil
+}
+
+// digestSeg is a piece of the digest's text that ends in a newline; a line
+// of a tool output knows where it came from, so its count is cached.
+type digestSeg struct {
+	text string
+	n    *named
+	line int
+}
+
+// digestCost is the exact token count of the segments joined, without the
+// last one's newline, added up from counts of the pieces rather than
+// counted whole (which was a third of a late tool-loop call). That is exact
+// because every encoding's pre-tokenizer (o200k, cl100k, p50k, r50k) ends
+// a piece holding a newline at the newline, or carries it on only through
+// whitespace, \r, \n or (o200k, after punctuation) '/': text after a
+// newline that starts with anything else starts a new piece, and BPE
+// merges never cross pieces. A segment starting with '/' is counted
+// together with the one before it; the last is counted without its
+// newline. TestDigestCostIsExact checks the sum against a whole count.
+func digestCost(tok Tokenizer, enc string, segs []digestSeg) (int, error) {
+	total := 0
+	for i := 0; i < len(segs); {
+		j := i + 1
+		for j < len(segs) && (segs[j].text == "" || strings.IndexByte(" \t\r\n\v\f/", segs[j].text[0]) >= 0) {
+			j++
+		}
+		if j == i+1 && j < len(segs) && segs[i].n != nil {
+			c, err := segs[i].n.lineTokens(tok, enc, segs[i].line)
+			if err != nil {
+				return 0, err
+			}
+			total += c
+			i = j
+			continue
+		}
+		var sb strings.Builder
+		for _, sg := range segs[i:j] {
+			sb.WriteString(sg.text)
+		}
+		text := sb.String()
+		if j == len(segs) {
+			text = strings.TrimSuffix(text, "\n")
+		}
+		c, err := tok.Count(enc, text)
+		if err != nil {
+			return 0, fmt.Errorf("count the digest: %w", err)
+		}
+		total += c
+		i = j
+	}
+	return total, nil
+}
+
+// digestHead is the line above an output's lines in the digest: the
+// command that made it.
+func digestHead(call *ToolCall) string {
+	cmd := "tool output"
+	if call != nil {
+		cmd = call.Function.Name + " " + call.Function.Arguments
+	}
+	return "[lines from: " + truncateRunes(strings.Join(strings.Fields(cmd), " "), maxDigestCommand) + "]"
 }
 
 func truncateRunes(s string, n int) string {

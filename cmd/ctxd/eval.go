@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -53,6 +54,7 @@ func newEvalCmd() *cobra.Command {
 	var ao agentOptions
 	var ks string
 	var asJSON, noContext, misses bool
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use: "eval --turns turns.jsonl --questions questions.jsonl --out results.jsonl\n" +
 			"  ctxd eval --agent runs.jsonl [--limit N] [--policy JSON] [--out figures.json]",
@@ -85,6 +87,17 @@ func newEvalCmd() *cobra.Command {
 			// Cancel on ^C so the temporary data dir is still removed.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			if ao.Runs != "" {
 				return runAgentEvalCmd(ctx, cmd, ao, o, asJSON)
 			}
@@ -132,6 +145,7 @@ func newEvalCmd() *cobra.Command {
 	f.IntVar(&o.Budget, "budget", 2048, "max_tokens of each context call, and the budget of the baselines (with --agent: default 12000)")
 	f.IntVar(&o.ContextBatch, "context-batch", 2, "turns per write to the ctx- sessions (auto-compaction runs on writes)")
 	f.StringVar(&ao.Runs, "agent", "", "replay the recorded agent runs of this JSONL file instead (see above); --turns and --questions do not apply")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this file, for go tool pprof")
 	f.IntVar(&ao.Limit, "limit", 0, "with --agent: replay only the first N runs (0: all)")
 	f.StringVar(&ao.Policy, "policy", "", "with --agent: JSON object of session settings PUT with the window, e.g. '{\"target_pct\": 0.3}'")
 	return cmd

@@ -99,7 +99,7 @@ func putMessage(tx *bolt.Tx, m, old *memory.Message) error {
 func (s *Store) Messages(ctx context.Context, tenant, sessionID string, q memory.MessageQuery) ([]*memory.Message, error) {
 	var out []*memory.Message
 	err := s.db.View(func(tx *bolt.Tx) error {
-		if _, err := getSession(tx, tenant, sessionID); err != nil {
+		if err := sessionExists(tx, tenant, sessionID); err != nil {
 			return err
 		}
 		var err error

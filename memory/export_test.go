@@ -1,0 +1,16 @@
+package memory
+
+// DigestCostOf exposes digestCost to the external tests (the tokenizer
+// package imports memory, so an internal test cannot import it): lines are
+// joined with newlines, those with cached[i] set counted through a named
+// text's line cache.
+func DigestCostOf(tok Tokenizer, enc string, lines []string, cached []bool) (int, error) {
+	segs := make([]digestSeg, len(lines))
+	for i, l := range lines {
+		segs[i] = digestSeg{text: l + "\n"}
+		if nm := namesOf(l); cached[i] && len(nm.lines) == 1 && nm.lines[0] == l {
+			segs[i].n = nm
+		}
+	}
+	return digestCost(tok, enc, segs)
+}
