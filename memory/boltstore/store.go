@@ -163,14 +163,27 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // (session, state, time, role, kind), so start-up loads vectors without
 // decoding every message's JSON: version byte, state byte, role byte, flags
 // byte (version 2: bit 0 a summary), created_at (Unix ns, 8 bytes), tenant
-// and session (uvarint length + bytes), then the float32s little-endian.
-// Version 1 records have no flags byte; read, their kind is unknown (plain).
-const vectorRecordVersion = 2
+// and session (uvarint length + bytes), then the vector: version 3 (written
+// now) as a float32 scale little-endian and one int8 code per dimension
+// (component = code * scale, scale = max|component| / 127); versions 1 and
+// 2 as float32s little-endian. Version 1 records have no flags byte; read,
+// their kind is unknown (plain).
+//
+// int8 codes are a quarter of the bytes: float32 vectors were a quarter of
+// a replayed coding agent's data dir (0.6 bytes per byte of content), and
+// the quantisation moves a cosine between two 100-d unit vectors by about
+// 1e-3 (TestVectorQuantisationError), well under what separates two
+// messages' relevance. The vector index's in-memory rows are float32 from
+// the embedder until a restart loads the dequantised ones.
+const (
+	vectorRecordVersion = 3
+	vectorFloat32       = 2 // the last version that wrote float32s
+)
 
 const vectorFlagSummary = 1
 
 func encodeVector(m *memory.Message) []byte {
-	b := make([]byte, 0, 4+8+2*binary.MaxVarintLen64+len(m.Tenant)+len(m.SessionID)+4*len(m.Vector))
+	b := make([]byte, 0, 4+8+2*binary.MaxVarintLen64+len(m.Tenant)+len(m.SessionID)+4+len(m.Vector))
 	var flags byte
 	if m.IsSummary() {
 		flags |= vectorFlagSummary
@@ -181,8 +194,18 @@ func encodeVector(m *memory.Message) []byte {
 	b = append(b, m.Tenant...)
 	b = binary.AppendUvarint(b, uint64(len(m.SessionID)))
 	b = append(b, m.SessionID...)
+	var mx float64
 	for _, f := range m.Vector {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+		mx = max(mx, math.Abs(float64(f)))
+	}
+	scale := float32(mx / 127)
+	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(scale))
+	for _, f := range m.Vector {
+		var c float64
+		if scale > 0 {
+			c = math.Round(float64(f) / float64(scale))
+		}
+		b = append(b, byte(int8(max(-127, min(127, c)))))
 	}
 	return b
 }
@@ -196,7 +219,7 @@ func decodeVectorRecord(id string, b []byte) (*memory.Message, error) {
 	}
 	m := &memory.Message{ID: id, State: stateOf(b[1]), Role: roleOf(b[2]),
 		CreatedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[h.head:h.head+8]))).UTC(),
-		Tenant:    string(h.tenant), SessionID: string(h.session), Vector: floats(h.vector)}
+		Tenant:    string(h.tenant), SessionID: string(h.session), Vector: h.floats()}
 	if h.summary {
 		m.Kind = memory.KindSummary
 	}
@@ -211,7 +234,7 @@ func decodeVector(id string, b []byte) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return floats(h.vector), nil
+	return h.floats(), nil
 }
 
 // vectorHeader is a vector record split into its parts, unconverted.
@@ -220,17 +243,19 @@ type vectorHeader struct {
 	summary         bool
 	tenant, session []byte
 	vector          []byte
+	quantised       bool // vector is a scale and int8 codes (version 3)
 }
 
 func readVectorHeader(id string, b []byte) (vectorHeader, error) {
 	bad := fmt.Errorf("vector record %s is damaged", id)
 	h := vectorHeader{head: 3} // version 1: no flags byte
-	if len(b) > 0 && b[0] == vectorRecordVersion {
+	if len(b) > 0 && b[0] >= vectorFloat32 {
 		h.head = 4
 	}
-	if len(b) < h.head+8 || (b[0] != 1 && b[0] != vectorRecordVersion) {
+	if len(b) < h.head+8 || b[0] < 1 || b[0] > vectorRecordVersion {
 		return h, bad
 	}
+	h.quantised = b[0] == vectorRecordVersion
 	h.summary = h.head == 4 && b[3]&vectorFlagSummary != 0
 	rest := b[h.head+8:]
 	for _, dst := range []*[]byte{&h.tenant, &h.session} {
@@ -241,15 +266,24 @@ func readVectorHeader(id string, b []byte) (vectorHeader, error) {
 		*dst = rest[k : k+int(n)]
 		rest = rest[k+int(n):]
 	}
-	if len(rest)%4 != 0 {
+	if h.quantised && len(rest) < 4 || !h.quantised && len(rest)%4 != 0 {
 		return h, bad
 	}
 	h.vector = rest
 	return h, nil
 }
 
-// floats decodes little-endian float32s.
-func floats(b []byte) []float32 {
+// floats decodes the vector: int8 codes times their scale, or float32s.
+func (h vectorHeader) floats() []float32 {
+	b := h.vector
+	if h.quantised {
+		scale := math.Float32frombits(binary.LittleEndian.Uint32(b))
+		out := make([]float32, len(b)-4)
+		for i, c := range b[4:] {
+			out[i] = float32(int8(c)) * scale
+		}
+		return out
+	}
 	out := make([]float32, len(b)/4)
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
