@@ -25,6 +25,9 @@ const (
 	// ReasonSummaryRolled: summarized once, and that section of the rolling
 	// summary fell off as newer ones were added.
 	ReasonSummaryRolled = "summary_rolled"
+	// ReasonSummaryDeleted: summarized, and the summary was deleted
+	// (DELETE /v1/messages/{id}); the original stays cold and recoverable.
+	ReasonSummaryDeleted = "summary_deleted"
 )
 
 // Summarizer condenses a contiguous run of messages into one text.

@@ -405,6 +405,35 @@ func unlinkDeleted(tx SessionTx, gone []*Message, sources bool) error {
 	for _, g := range gone {
 		deleted[g.ID] = true
 	}
+	// A deleted summary's sources are summarized by nothing now: they stay
+	// cold as dropped, not pointing at a message that is gone.
+	for _, g := range gone {
+		if !g.IsSummary() {
+			continue
+		}
+		for _, id := range g.Sources {
+			if deleted[id] {
+				continue
+			}
+			m, err := tx.Message(id)
+			if ErrorCode(err) == ENOTFOUND {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if m.Cold == nil || m.Cold.SummaryID != g.ID {
+				continue
+			}
+			m.Cold.SummaryID, m.Cold.DropReason = "", ReasonSummaryDeleted
+			if m.State == StateSummarized {
+				m.State = StateDropped
+			}
+			if err := tx.Put(m); err != nil {
+				return err
+			}
+		}
+	}
 	fix := map[string]bool{}
 	for _, g := range gone {
 		if g.VersionOf != "" {

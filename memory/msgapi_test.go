@@ -13,6 +13,7 @@ import (
 	"github.com/ctxd/ctxd/index/glove"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
+	"github.com/ctxd/ctxd/memory/memorytest"
 	"github.com/ctxd/ctxd/summarize"
 	"github.com/ctxd/ctxd/tokenizer"
 )
@@ -213,5 +214,44 @@ func TestPurgeForgetsEarlierVersions(t *testing.T) {
 	}
 	if _, err := svc.Message(ctx, edit.Previous.ID); memory.ErrorCode(err) != memory.ENOTFOUND {
 		t.Fatalf("purged version: %v", err)
+	}
+}
+
+// Deleting a summary leaves its sources cold as dropped (reason
+// summary_deleted), not summarized by a message that is gone; the
+// harness's Cleanup checks every summarized original has its live summary.
+func TestDeleteSummaryReleasesItsSources(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := context.Background()
+	window := 2000
+	if _, err := h.PutSession(ctx, "s", memory.SessionUpdate{ContextWindow: &window}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []*memory.Message
+	for i := range 40 {
+		batch = append(batch, &memory.Message{Role: []memory.Role{memory.RoleUser, memory.RoleAssistant}[i%2],
+			Content: fmt.Sprintf("Turn %d: we talked about the deployment of service_%d to region eu-west-%d and its rollback plan.", i, i, i%3)})
+	}
+	if _, err := h.Append(ctx, "s", batch); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.Compact(ctx, "s", memory.CompactRequest{Trigger: memory.TriggerManual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Summaries) != 1 || len(rep.Summarized) == 0 {
+		t.Fatalf("setup: compaction wrote summaries %v of %d messages", rep.Summaries, len(rep.Summarized))
+	}
+	if _, err := h.DeleteMessage(ctx, rep.Summaries[0], false); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range rep.Summarized {
+		m, err := h.Message(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.State != memory.StateDropped || m.Cold == nil || m.Cold.SummaryID != "" || m.Cold.DropReason != memory.ReasonSummaryDeleted {
+			t.Fatalf("source %s after its summary was deleted: state %s, cold %+v", id, m.State, m.Cold)
+		}
 	}
 }
