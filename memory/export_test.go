@@ -12,5 +12,9 @@ func DigestCostOf(tok Tokenizer, enc string, lines []string, cached []bool) (int
 			segs[i].n = nm
 		}
 	}
-	return digestCost(tok, enc, segs)
+	var counts *countCache
+	if len(cached) > 0 && cached[0] {
+		counts = &countCache{}
+	}
+	return digestCost(tok, enc, segs, counts)
 }

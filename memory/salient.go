@@ -250,3 +250,35 @@ func (c *salientCache) get(id string, part int, text string) *named {
 	c.mu.Unlock()
 	return n
 }
+
+// countCache keeps the token counts of short texts a window repeats on
+// every call (the digest's header, the command above each output's lines):
+// counting them again was a third of what a late digest cost.
+type countCache struct {
+	mu sync.Mutex
+	m  map[[2]string]int // by encoding and text
+}
+
+// maxCountCache bounds the cache; when full it starts over.
+const maxCountCache = 10_000
+
+func (c *countCache) count(tok Tokenizer, enc, text string) (int, error) {
+	k := [2]string{enc, text}
+	c.mu.Lock()
+	n, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := tok.Count(enc, text)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCountCache {
+		c.m = map[[2]string]int{}
+	}
+	c.m[k] = n
+	c.mu.Unlock()
+	return n, nil
+}

@@ -68,6 +68,7 @@ type Service struct {
 	wg           sync.WaitGroup
 	bg           sync.WaitGroup // background compactions and index catch-ups, for Wait
 	salient      salientCache
+	counts       countCache
 	compactSem   semaphore
 	embedSem     semaphore
 	queued       sync.Map    // tenant\x00session -> background compaction queued

@@ -330,7 +330,7 @@ func (b *windowBuilder) takeDigest(ctx context.Context, originals []*Message, sh
 	if err != nil {
 		return err
 	}
-	est, err := b.s.Tokenizer.Count(b.sess.Encoding, digestHeader+"\n")
+	est, err := b.s.counts.count(b.s.Tokenizer, b.sess.Encoding, digestHeader+"\n")
 	if err != nil {
 		return fmt.Errorf("count the digest header: %w", err)
 	}
@@ -373,7 +373,7 @@ choose:
 				if c == nil {
 					hc, ok := heads[m]
 					if !ok {
-						if hc, err = b.s.Tokenizer.Count(b.sess.Encoding, digestHead(calls[m.ToolCallID])+"\n"); err != nil {
+						if hc, err = b.s.counts.count(b.s.Tokenizer, b.sess.Encoding, digestHead(calls[m.ToolCallID])+"\n"); err != nil {
 							return fmt.Errorf("count a digest header: %w", err)
 						}
 						heads[m] = hc
@@ -417,7 +417,7 @@ choose:
 				segs = append(segs, digestSeg{text: c.n.lines[k] + "\n", n: c.n, line: k})
 			}
 		}
-		n, err := digestCost(b.s.Tokenizer, b.sess.Encoding, segs)
+		n, err := digestCost(b.s.Tokenizer, b.sess.Encoding, segs, &b.s.counts)
 		if err != nil {
 			return err
 		}
@@ -468,7 +468,10 @@ type digestSeg struct {
 // merges never cross pieces. A segment starting with '/' is counted
 // together with the one before it; the last is counted without its
 // newline. TestDigestCostIsExact checks the sum against a whole count.
-func digestCost(tok Tokenizer, enc string, segs []digestSeg) (int, error) {
+//
+// counts, when not nil, keeps the counts of single segments that are not an
+// output's lines (the headers).
+func digestCost(tok Tokenizer, enc string, segs []digestSeg, counts *countCache) (int, error) {
 	total := 0
 	for i := 0; i < len(segs); {
 		j := i + 1
@@ -492,7 +495,11 @@ func digestCost(tok Tokenizer, enc string, segs []digestSeg) (int, error) {
 		if j == len(segs) {
 			text = strings.TrimSuffix(text, "\n")
 		}
-		c, err := tok.Count(enc, text)
+		count := tok.Count
+		if counts != nil && j == i+1 && j < len(segs) {
+			count = func(enc, text string) (int, error) { return counts.count(tok, enc, text) }
+		}
+		c, err := count(enc, text)
 		if err != nil {
 			return 0, fmt.Errorf("count the digest: %w", err)
 		}
