@@ -17,8 +17,10 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 		return nil
 	}
 	s, sess := b.s, b.sess
+	// Active messages the recent level did not take are searched with the
+	// cold ones: they compete for the same budget on the same scores.
 	hits, err := s.Index.Search(ctx, SearchQuery{Tenant: sess.Tenant, Text: b.req.Prompt, Vector: b.qvec,
-		Sessions: []string{sess.ID}, States: coldStates, NoSummaries: true, K: recoveryCandidates, Mode: ModeHybrid})
+		Sessions: []string{sess.ID}, NoSummaries: true, K: recoveryCandidates + min(len(b.window), recoveryCandidates), Mode: ModeHybrid})
 	if err != nil {
 		return fmt.Errorf("search cold storage: %w", err)
 	}
@@ -37,7 +39,26 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 	seen := map[uint64]bool{}
 	var units []*unit
 	var all []*Message
+	unitOf := map[string]*unit{}
+	for _, u := range b.units {
+		for _, m := range u.msgs {
+			unitOf[m.ID] = u
+		}
+	}
 	for rank, m := range cold {
+		if m.InWindow() {
+			u := unitOf[m.ID]
+			if _, done := b.chosen[u]; u == nil || done || seen[u.msgs[0].Seq] || u.msgs[0].IsSummary() {
+				continue
+			}
+			u.active = true
+			for _, g := range u.msgs {
+				seen[g.Seq] = true
+				all = append(all, g)
+			}
+			units = append(units, u)
+			continue
+		}
 		// Originals only: a cold summary holds no turn verbatim, and its
 		// sources are candidates themselves.
 		if seen[m.Seq] || m.IsSummary() || m.IsVersion() || !(m.State == StateDropped || m.State == StateSummarized) {
@@ -68,7 +89,13 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 		}
 		units = append(units, u)
 	}
-	docs := append(append([]*Message{}, b.window...), all...)
+	var docs []*Message
+	docs = append(docs, b.window...)
+	for _, m := range all {
+		if !m.InWindow() {
+			docs = append(docs, m)
+		}
+	}
 	sort.SliceStable(docs, func(i, j int) bool { return docs[i].Position() < docs[j].Position() })
 	// The hybrid search just ranked these by full text: reuse its scores
 	// rather than search 10k cold documents again.
@@ -197,8 +224,12 @@ func (b *windowBuilder) takeRecovered(limit int) {
 		if u.score < cutoff {
 			continue // the share it leaves flows to the working level
 		}
-		b.chosen[u] = SourceRecovered
-		b.use(SourceRecovered, u.tokens)
+		src := SourceRecovered
+		if u.active {
+			src = SourceWorking
+		}
+		b.chosen[u] = src
+		b.use(src, u.tokens)
 		used += u.tokens
 	}
 }

@@ -9,6 +9,7 @@ type unit struct {
 	protected string
 	score     float64
 	decision  string
+	active    bool // in the working window, ranked with recoverable cold units
 }
 
 // Decisions a compaction makes about a unit.

@@ -512,3 +512,57 @@ func TestContextWhenPromptScoresATurnThatStatesATime(t *testing.T) {
 		t.Fatalf("a prompt that does not ask when: when components %v, want none", got)
 	}
 }
+
+// An active message the recent level did not take competes with the cold
+// ones for the recovered level's share, on the same scores: the best
+// answer to the prompt is shown whether it sits in the working window or
+// in cold storage (LoCoMo evidence-in-window 86.2 -> 88.2). Here 30 cold
+// turns mention the wifi and fill that share; the one that answers is
+// active, older than the recent turns.
+func TestContextRanksActiveTurnsWithColdOnes(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/mix", map[string]any{"context_window": 100_000, "keep_recent": 2})
+	fact := ts.store("mix", msg("user", "By the way, the office wifi password is walrus-4417."))[0]
+	var weak []string
+	for i := range 30 {
+		weak = append(weak, ts.store("mix", msg("user", fmt.Sprintf("The wifi at the cafe on day %d was slow again, so I read a book instead.", i)))...)
+	}
+	for i := range 4 {
+		ts.store("mix", msg([]string{"user", "assistant"}[i%2], chatter(i)+" "+chatter(i+10)+" "+chatter(i+20)+" "+chatter(i+30)))
+	}
+	ctx := memory.NewContextWithTenant(t.Context(), memory.DefaultTenant)
+	if _, err := ts.Main.Store.Update(ctx, memory.DefaultTenant, "mix", func(tx memory.SessionTx) error {
+		for _, id := range weak {
+			m, err := tx.Message(id)
+			if err != nil {
+				return err
+			}
+			m.State = memory.StateDropped
+			m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: time.Now(), RecoverableUntil: time.Now().Add(time.Hour)}
+			if err := tx.Put(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ts.store("mix", msg("user", "one more turn, so the index catches up"))
+	body := ts.mustDo(200, "POST", "/v1/sessions/mix/context", map[string]any{"prompt": "what is the office wifi password?", "max_tokens": 600})
+	recovered, source := 0, ""
+	for _, x := range body["messages"].([]any) {
+		m := x.(map[string]any)
+		if m["source"] == "recovered" {
+			recovered++
+		}
+		if m["id"] == fact {
+			source, _ = m["source"].(string)
+		}
+	}
+	if recovered == 0 {
+		t.Fatalf("setup: no cold turn was recovered: %v", body["budget"])
+	}
+	if source != "working" {
+		t.Fatalf("the active turn that answers came as %q beside %d recovered cold turns: %v", source, recovered, body["budget"])
+	}
+}

@@ -262,11 +262,11 @@ func TestEditAndDeleteRefusals(t *testing.T) {
 		t.Fatalf("refused requests changed the session:\nbefore %s\nafter  %s", snap, got)
 	}
 	// A summary's flags may change; deleting it leaves its sources cold
-	// and recoverable.
+	// (dropped: no live summary covers them) and recoverable.
 	ts.mustDo(200, "PATCH", "/v1/messages/"+summary, map[string]any{"important": true})
 	ts.mustDo(204, "DELETE", "/v1/messages/"+summary, nil)
 	ts.mustDo(404, "GET", "/v1/messages/"+summary, nil)
-	if src := ts.mustDo(200, "GET", "/v1/messages/"+source, nil); src["state"] != "summarized" {
+	if src := ts.mustDo(200, "GET", "/v1/messages/"+source, nil); src["state"] != "dropped" {
 		t.Fatalf("source of a deleted summary = %v", src)
 	}
 	ts.mustDo(200, "POST", "/v1/sessions/r/messages/"+source+"/recover", nil)
