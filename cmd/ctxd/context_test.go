@@ -397,18 +397,7 @@ func TestContextRecoversTheOnlyColdMessage(t *testing.T) {
 		ts.store("one", msg([]string{"user", "assistant"}[i%2], chatter(i)))
 	}
 	// Drop the fact straight in the store, as a compaction would.
-	ctx := memory.NewContextWithTenant(t.Context(), memory.DefaultTenant)
-	if _, err := ts.Main.Store.Update(ctx, memory.DefaultTenant, "one", func(tx memory.SessionTx) error {
-		m, err := tx.Message(ids[1])
-		if err != nil {
-			return err
-		}
-		m.State = memory.StateDropped
-		m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: time.Now(), RecoverableUntil: time.Now().Add(time.Hour)}
-		return tx.Put(m)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	dropInStore(t, ts, "one", ids[1])
 	ts.store("one", msg("user", "one more turn, so the index catches up")) // a write syncs the index
 	body := ts.mustDo(200, "POST", "/v1/sessions/one/context", map[string]any{"prompt": "what is the office wifi password?", "max_tokens": 300})
 	for _, x := range body["messages"].([]any) {
@@ -451,23 +440,7 @@ func TestContextRecoversTheAnswerToAQuestionAskedBack(t *testing.T) {
 		ts.store("qa", msg([]string{"user", "assistant"}[i%2], chatter(i)))
 	}
 	// Drop the conversation straight in the store, as a compaction would.
-	ctx := memory.NewContextWithTenant(t.Context(), memory.DefaultTenant)
-	if _, err := ts.Main.Store.Update(ctx, memory.DefaultTenant, "qa", func(tx memory.SessionTx) error {
-		for _, id := range cold {
-			m, err := tx.Message(id)
-			if err != nil {
-				return err
-			}
-			m.State = memory.StateDropped
-			m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: time.Now(), RecoverableUntil: time.Now().Add(time.Hour)}
-			if err := tx.Put(m); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	dropInStore(t, ts, "qa", cold...)
 	ts.store("qa", msg("user", "one more turn, so the index catches up")) // a write syncs the index
 	body := ts.mustDo(200, "POST", "/v1/sessions/qa/context", map[string]any{"prompt": "How long has Mel been making pottery?", "max_tokens": 220})
 	got := map[string]string{}
@@ -530,23 +503,7 @@ func TestContextRanksActiveTurnsWithColdOnes(t *testing.T) {
 	for i := range 4 {
 		ts.store("mix", msg([]string{"user", "assistant"}[i%2], chatter(i)+" "+chatter(i+10)+" "+chatter(i+20)+" "+chatter(i+30)))
 	}
-	ctx := memory.NewContextWithTenant(t.Context(), memory.DefaultTenant)
-	if _, err := ts.Main.Store.Update(ctx, memory.DefaultTenant, "mix", func(tx memory.SessionTx) error {
-		for _, id := range weak {
-			m, err := tx.Message(id)
-			if err != nil {
-				return err
-			}
-			m.State = memory.StateDropped
-			m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: time.Now(), RecoverableUntil: time.Now().Add(time.Hour)}
-			if err := tx.Put(m); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	dropInStore(t, ts, "mix", weak...)
 	ts.store("mix", msg("user", "one more turn, so the index catches up"))
 	body := ts.mustDo(200, "POST", "/v1/sessions/mix/context", map[string]any{"prompt": "what is the office wifi password?", "max_tokens": 600})
 	recovered, source := 0, ""
@@ -564,5 +521,28 @@ func TestContextRanksActiveTurnsWithColdOnes(t *testing.T) {
 	}
 	if source != "working" {
 		t.Fatalf("the active turn that answers came as %q beside %d recovered cold turns: %v", source, recovered, body["budget"])
+	}
+}
+
+// dropInStore moves messages to cold storage straight in the store, as a
+// compaction would (the index learns of it with the next write).
+func dropInStore(t *testing.T, ts *testServer, session string, ids ...string) {
+	t.Helper()
+	ctx := memory.NewContextWithTenant(t.Context(), memory.DefaultTenant)
+	if _, err := ts.Main.Store.Update(ctx, memory.DefaultTenant, session, func(tx memory.SessionTx) error {
+		for _, id := range ids {
+			m, err := tx.Message(id)
+			if err != nil {
+				return err
+			}
+			m.State = memory.StateDropped
+			m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: time.Now(), RecoverableUntil: time.Now().Add(time.Hour)}
+			if err := tx.Put(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
