@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/ctxd/ctxd/scoring"
@@ -395,76 +394,31 @@ func (s *Service) afterCompaction(ctx context.Context, tenant, sessionID string,
 	}
 }
 
-func (s *Service) event(stream string, ev map[string]any) {
-	if s.Events == nil {
-		return
+// compactInBackground compacts a session after the caller's answer; Close
+// waits for it.
+func (s *Service) compactInBackground(tenant, sessionID, prompt string) {
+	key := tenant + "\x00" + sessionID
+	if _, queued := s.queued.LoadOrStore(key, true); queued {
+		return // one queued compaction per session is enough
 	}
-	if err := s.Events.Log(stream, ev); err != nil {
-		s.Logger.Warn("event log", "stream", stream, "err", err)
-	}
-}
-
-// scoreUnits scores every unprotected unit against the prompt: a unit scores
-// as its best message.
-func (s *Service) scoreUnits(ctx context.Context, sess *Session, prompt string, window []*Message, units []*unit) (map[string]scoring.Score, error) {
-	var qvec []float32
-	if strings.TrimSpace(prompt) != "" {
-		vecs, err := s.embed(ctx, []string{prompt})
-		if err != nil {
-			return nil, fmt.Errorf("embed prompt: %w", err)
+	s.wg.Add(1)
+	s.bg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.bg.Done()
+		defer s.queued.Delete(key)
+		ctx := NewContextWithTenant(context.Background(), tenant)
+		unlock := s.lockSession(tenant, sessionID)
+		defer unlock()
+		sess, err := s.Store.Session(ctx, tenant, sessionID)
+		if err != nil || s.status(sess).State == WindowOK || s.status(sess).State == WindowFlushDue {
+			return // compacted meanwhile, or gone
 		}
-		qvec = vecs[0]
-	}
-	var cands []*Message
-	for _, u := range units {
-		if u.protected == "" {
-			cands = append(cands, u.msgs...)
+		if sess.FlushTold != sess.Compactions+1 {
+			return // the agent has not been offered its flush: the next write offers it, then compacts
 		}
-	}
-	scores, err := s.scoreMessages(ctx, sess, s.policy(sess).scoringParams(), prompt, qvec, cands, window)
-	if err != nil {
-		return nil, err
-	}
-	for _, u := range units {
-		if u.protected == "" {
-			u.score = unitScore(u, scores, 0)
+		if _, err := s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: prompt, Trigger: TriggerAuto}); err != nil {
+			s.Logger.Error("background compaction failed", "session", sessionID, "err", err)
 		}
-	}
-	return scores, nil
-}
-
-func dot(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return 0
-	}
-	var s float64
-	for i := range a {
-		s += float64(a[i]) * float64(b[i])
-	}
-	return s
-}
-
-// recoveryParams rank cold messages for recovery: by similarity and
-// importance only. Every cold message is old, so recency says little among
-// them, and references counted against the window favoured turns that are
-// talked about over turns that answer the prompt. LoCoMo dev, evidence in
-// the context window overall (window 4,096, budget 2,048; two runs each):
-// policy weights 85.6/85.4 (temporal 93.7), similarity and importance only
-// 85.7/86.5 (temporal 96.8), 0.8 similarity with 0.2 references 83.5/84.7.
-func (p Policy) recoveryParams() scoring.Params {
-	sp := p.scoringParams()
-	sp.Weights.Recency, sp.Weights.References = 0, 0
-	if sp.Weights.Similarity+sp.Weights.Importance <= 0 {
-		return p.scoringParams() // a policy that weighs neither: keep its own
-	}
-	return sp
-}
-
-// scoringParams is the scoring part of the policy.
-func (p Policy) scoringParams() scoring.Params {
-	sp := scoring.DefaultParams
-	sp.Weights = scoring.Weights{Similarity: p.WeightSimilarity, Recency: p.WeightRecency,
-		References: p.WeightReferences, Importance: p.WeightImportance}
-	sp.HalfLifeTurns = p.RecencyHalfLifeTurns
-	return sp
+	}()
 }

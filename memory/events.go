@@ -74,3 +74,12 @@ func (s *Service) TailEvents(ctx context.Context, q EventQuery) ([]map[string]an
 	}
 	return events, nil
 }
+
+func (s *Service) event(stream string, ev map[string]any) {
+	if s.Events == nil {
+		return
+	}
+	if err := s.Events.Log(stream, ev); err != nil {
+		s.Logger.Warn("event log", "stream", stream, "err", err)
+	}
+}

@@ -135,35 +135,6 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	return res, nil
 }
 
-// compactInBackground compacts a session after the caller's answer; Close
-// waits for it.
-func (s *Service) compactInBackground(tenant, sessionID, prompt string) {
-	key := tenant + "\x00" + sessionID
-	if _, queued := s.queued.LoadOrStore(key, true); queued {
-		return // one queued compaction per session is enough
-	}
-	s.wg.Add(1)
-	s.bg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.bg.Done()
-		defer s.queued.Delete(key)
-		ctx := NewContextWithTenant(context.Background(), tenant)
-		unlock := s.lockSession(tenant, sessionID)
-		defer unlock()
-		sess, err := s.Store.Session(ctx, tenant, sessionID)
-		if err != nil || s.status(sess).State == WindowOK || s.status(sess).State == WindowFlushDue {
-			return // compacted meanwhile, or gone
-		}
-		if sess.FlushTold != sess.Compactions+1 {
-			return // the agent has not been offered its flush: the next write offers it, then compacts
-		}
-		if _, err := s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: prompt, Trigger: TriggerAuto}); err != nil {
-			s.Logger.Error("background compaction failed", "session", sessionID, "err", err)
-		}
-	}()
-}
-
 type windowBuilder struct {
 	s       *Service
 	sess    *Session
@@ -343,50 +314,6 @@ func (b *windowBuilder) takeAllIfFits() bool {
 	return true
 }
 
-// scoreWindow scores the window's units against the prompt.
-func (b *windowBuilder) scoreWindow(ctx context.Context) error {
-	sp := b.params(b.pol.scoringParams())
-	scores, err := b.s.scoreMessages(ctx, b.sess, sp, b.req.Prompt, b.qvec, b.window, b.window)
-	if err != nil {
-		return err
-	}
-	for id, sc := range scores {
-		b.scores[id] = sc
-	}
-	for _, u := range b.units {
-		u.score = unitScore(u, scores, sp.WhenBonus)
-	}
-	return nil
-}
-
-// params are sp for this prompt: a prompt that asks when favours the
-// messages that state a time, the kind of thing that answers it.
-func (b *windowBuilder) params(sp scoring.Params) scoring.Params {
-	if scoring.AsksWhen(b.req.Prompt) {
-		sp.WhenBonus = scoring.DefaultWhenBonus
-	}
-	return sp
-}
-
-// unitScore is the score of a unit's best message. A unit states a time when
-// any of its messages does (a recovered turn asks, the reply after it says
-// when): the best message's score gets the bonus it would get for it.
-func unitScore(u *unit, scores map[string]scoring.Score, whenBonus float64) float64 {
-	best, bestWhen, anyWhen := 0.0, false, false
-	for _, m := range u.msgs {
-		sc := scores[m.ID]
-		when := sc.Components.When > 0
-		if sc.Total > best || (sc.Total == best && when) {
-			best, bestWhen = sc.Total, when
-		}
-		anyWhen = anyWhen || when
-	}
-	if anyWhen && !bestWhen {
-		best = min(best+whenBonus, 1)
-	}
-	return best
-}
-
 // takeBest adds the best-scoring unchosen units that match, while they fit
 // in limit (and in what is left).
 func (b *windowBuilder) takeBest(source string, match func(*unit) bool, limit int) {
@@ -407,3 +334,59 @@ func (b *windowBuilder) takeBest(source string, match func(*unit) bool, limit in
 		used += u.tokens
 	}
 }
+
+// assemble lays the chosen units out in window order (a summary or digest
+// where its sources stood), system messages first. Each message's tokens is
+// the cost of what is sent: a pruned or cut view costs what the view does.
+func (b *windowBuilder) assemble() *ContextResult {
+	var units []*unit
+	for u := range b.chosen {
+		units = append(units, u)
+	}
+	sort.Slice(units, func(i, j int) bool {
+		a, c := units[i].msgs[0], units[j].msgs[0]
+		if a.Position() != c.Position() {
+			return a.Position() < c.Position()
+		}
+		// a summary or digest stands before the first message it is beside
+		if a.Anchor != 0 && c.Anchor == 0 {
+			return true
+		}
+		if c.Anchor != 0 && a.Anchor == 0 {
+			return false
+		}
+		return a.Seq < c.Seq
+	})
+	var sys, rest []WindowMessage
+	used := b.res.Budget.PromptTokens + ReplyPriming
+	for _, u := range units {
+		for _, m := range u.msgs {
+			view := *m
+			wm := WindowMessage{Message: &view, Source: b.chosen[u], Score: round4(b.scores[m.ID].Total)}
+			if v, ok := b.views[m.ID]; ok {
+				view.Content, view.Tokens, wm.PruneLevel = v.content, v.tokens, v.level
+			} else {
+				lvl := b.pol.pruneLevel(m, b.sess.AssistantTurns)
+				view.Content, view.Tokens, wm.PruneLevel = b.pol.prunedContent(m, lvl), b.cost(m), lvl
+			}
+			if b.req.Explain {
+				if sc, ok := b.scores[m.ID]; ok {
+					c := sc.Components
+					wm.Components = &c
+				}
+			}
+			used += view.Tokens
+			if m.Role == RoleSystem && !m.IsSummary() {
+				sys = append(sys, wm)
+			} else {
+				rest = append(rest, wm)
+			}
+		}
+	}
+	b.res.Messages = append(sys, rest...)
+	b.res.Tokens = used
+	b.res.Budget.Used = used
+	return b.res
+}
+
+func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
