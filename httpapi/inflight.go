@@ -42,7 +42,7 @@ func (b *bodyBudget) give(n int64) {
 
 // errBusy is the answer when the budget is spent.
 func (b *bodyBudget) errBusy(n int64) error {
-	return memory.Errorf(memory.EUNAVAILABLE, "the server is handling %d bytes of request bodies, its maximum (--max-body-bytes-in-flight %d) with this one's %d: retry after the Retry-After seconds", b.inUse(), b.max, n)
+	return memory.Errorf(memory.EUNAVAILABLE, "the server is busy: it is handling %d bytes of request bodies, and this one's %d would pass --max-body-bytes-in-flight (%d); retry after Retry-After seconds", b.inUse(), n, b.max)
 }
 
 func (b *bodyBudget) inUse() int64 {

@@ -115,7 +115,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request headers in bytes (more answers 431)")
 	fs.IntVar(&c.MaxConns, "max-conns", 1024, "open connections at most; one more is answered 503 and closed; 0: no cap")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "open connections at most from one client address; 0: no cap")
-	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", 32<<20, "request body bytes handled at once (a body of unknown length counts as --body-limit); a request over it answers 503 with Retry-After, though one body alone is always taken; 0: no cap")
+	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", 16<<20, "request body bytes handled at once (a body of unknown length counts as --body-limit); a request over it answers 503 with Retry-After, though one body alone is always taken; 0: no cap")
 	fs.IntVar(&c.MaxCompactions, "max-compactions", 2, "compactions running at once across sessions")
 	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
 	fs.Int64Var(&c.DiskReserve, "disk-reserve", 256<<20, "refuse new messages (503) while the data dir's disk has less than this many bytes free, or --disk-reserve-pct of it, whichever is smaller")

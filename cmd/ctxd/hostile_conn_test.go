@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +186,49 @@ func TestHeadLikeGet(t *testing.T) {
 	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != 405 {
 		t.Fatalf("HEAD /v1/search: %v %v, want 405", res, err)
 	}
+}
+
+// Request bodies in flight are bounded by --max-body-bytes-in-flight: a
+// body that would pass it answers 503 with Retry-After and the JSON error,
+// while smaller ones that fit, and the same body later, are served.
+func TestBodyBytesInFlight(t *testing.T) {
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.MaxBodyInFlight = 64 << 10 })
+	body := func(words int) []byte {
+		b, _ := json.Marshal(map[string]any{"messages": []any{msg("user", strings.Repeat("river ", words))}})
+		return b
+	}
+	first := body(40 << 10 / 6)
+	c := rawConn(t, ts, 30*time.Second)
+	// Expect: 100-continue makes the server say when the handler starts
+	// reading the body, which is after it took the body's share.
+	io.WriteString(c, "POST /v1/sessions/a/messages HTTP/1.1\r\nHost: ctxd\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"+
+		"Content-Length: "+strconv.Itoa(len(first))+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("no 100 Continue: %q %v", line, err)
+	}
+	br.ReadString('\n') // the blank line after it
+
+	res, err := http.Post(ts.URL+"/v1/sessions/b/messages", "application/json", bytes.NewReader(body(40<<10/6)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	r := resp{Status: res.StatusCode, Raw: raw}
+	json.Unmarshal(raw, &r.Body)
+	if r.Status != 503 || r.errCode() != "unavailable" || !strings.Contains(string(raw), "max-body-bytes-in-flight") || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("a body over the budget: %d %s (Retry-After %q), want 503 naming the setting", r.Status, raw, res.Header.Get("Retry-After"))
+	}
+	// What fits beside the first body is served.
+	ts.mustDo(200, "PUT", "/v1/sessions/c", map[string]any{"context_window": 4000})
+
+	c.Write(first)
+	res, err = http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != 201 {
+		t.Fatalf("the first body: %v %v", res, err)
+	}
+	io.Copy(io.Discard, res.Body)
+	// Its share is given back once its answer is written.
+	ts.mustDo(201, "POST", "/v1/sessions/b/messages", body(40<<10/6))
 }
