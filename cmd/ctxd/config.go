@@ -66,6 +66,7 @@ type Config struct {
 	MaxEmbeds          int
 	DiskReserve        int64
 	DiskReservePct     float64
+	DiskSpare          int64
 	Metrics            bool
 	Policy             memory.Policy
 
@@ -120,6 +121,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
 	fs.Int64Var(&c.DiskReserve, "disk-reserve", 256<<20, "refuse new messages (503) while the data dir's disk has less than this many bytes free, or --disk-reserve-pct of it, whichever is smaller")
 	fs.Float64Var(&c.DiskReservePct, "disk-reserve-pct", 0.05, "see --disk-reserve")
+	fs.Int64Var(&c.DiskSpare, "disk-spare", 8<<20, "bytes of a spare file (ctxd.db.spare) kept next to the store and given back when a delete finds the disk full, so sessions can be deleted to free space; 0: none")
 	fs.BoolVar(&c.Metrics, "metrics", true, "serve Prometheus metrics at GET /metrics (unauthenticated)")
 	bindPolicyFlags(fs, &c.Policy)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
@@ -228,6 +230,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("read-header-timeout, read-timeout, write-timeout, idle-timeout: must not be negative")
 	case c.MaxHeaderBytes < 4096:
 		return fmt.Errorf("max-header-bytes: %d is too small (at least 4096)", c.MaxHeaderBytes)
+	case c.DiskSpare < 0:
+		return fmt.Errorf("disk-spare: must not be negative")
 	case c.MaxConns < 0 || c.MaxConnsPerIP < 0 || c.MaxBodyInFlight < 0:
 		return fmt.Errorf("max-conns, max-conns-per-ip, max-body-bytes-in-flight: must not be negative")
 	case c.MaxCompactions < 1 || c.MaxEmbeds < 1:

@@ -120,6 +120,11 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if err := m.Store.ReserveDisk(cfg.DiskReserve, cfg.DiskReservePct); err != nil {
 		return err
 	}
+	if err := m.Store.KeepSpare(cfg.DiskSpare); err != nil {
+		// Not fatal: on a full disk the server must start so that sessions
+		// can be deleted; the spare is filled once there is room.
+		m.Logger.Warn("the store's spare file for deletes on a full disk is not whole", "err", err)
+	}
 	emb, err := m.openEmbedder(ctx)
 	if err != nil {
 		return err
