@@ -109,7 +109,8 @@ func rawErrorResponse(status int, code, message, extraHeaders string) []byte {
 
 // jsonErrConn turns the plain-text answers net/http writes on its own, before
 // any handler runs (a malformed request line, a bad Content-Length, headers
-// over MaxHeaderBytes, an unsupported Transfer-Encoding), into API.md's JSON
+// over MaxHeaderBytes, an unsupported Transfer-Encoding, an Expect other than
+// 100-continue), into API.md's JSON
 // error. net/http writes each of them straight to the connection in one
 // Write, as "HTTP/1.1 <status>" + netHTTPErrorHeaders + text, and then closes
 // it. Every answer that comes through a handler carries a Date header, which
@@ -151,6 +152,12 @@ func (c *jsonErrConn) Close() error {
 // netHTTPError recognises one of net/http's own error answers and returns
 // its status and text.
 func netHTTPError(p []byte) (status int, text string, ok bool) {
+	// An Expect header other than 100-continue: net/http answers 417 with
+	// no body through the usual writer (so with a Date). No ctxd handler
+	// answers 417.
+	if bytes.HasPrefix(p, []byte("HTTP/1.1 417 ")) && bytes.HasSuffix(p, []byte("\r\nContent-Length: 0\r\n\r\n")) {
+		return http.StatusExpectationFailed, "the Expect header may only be 100-continue", true
+	}
 	rest, found := bytes.CutPrefix(p, []byte("HTTP/1.1 "))
 	if !found || len(rest) < 3 {
 		return 0, "", false

@@ -148,6 +148,7 @@ func TestNetHTTPErrorsAreJSON(t *testing.T) {
 		{"bad header line", "GET /v1/sessions HTTP/1.1\r\nHost: ctxd\r\nno colon here\r\n\r\n", 400},
 		{"unknown Transfer-Encoding", "POST /v1/search HTTP/1.1\r\nHost: ctxd\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
 		{"HTTP/2.5", "GET /healthz HTTP/2.5\r\nHost: ctxd\r\n\r\n", 505},
+		{"Expect: magic", "GET /healthz HTTP/1.1\r\nHost: ctxd\r\nExpect: magic\r\n\r\n", 417},
 	} {
 		t.Run(r.name, func(t *testing.T) {
 			c := rawConn(t, ts, 10*time.Second)
