@@ -110,11 +110,12 @@ func rawErrorResponse(status int, code, message, extraHeaders string) []byte {
 // jsonErrConn turns the plain-text answers net/http writes on its own, before
 // any handler runs (a malformed request line, a bad Content-Length, headers
 // over MaxHeaderBytes, an unsupported Transfer-Encoding, an Expect other than
-// 100-continue), into API.md's JSON
-// error. net/http writes each of them straight to the connection in one
+// 100-continue), into API.md's JSON error. net/http writes each of them straight to the connection in one
 // Write, as "HTTP/1.1 <status>" + netHTTPErrorHeaders + text, and then closes
 // it. Every answer that comes through a handler carries a Date header, which
-// these never do, so no handler's answer is rewritten. TestNetHTTPErrorsAreJSON
+// these never do, so no handler's answer is rewritten; and ctxd's bodies
+// (JSON, Prometheus text) hold no raw CR, so no body chunk can look like
+// one of them. TestNetHTTPErrorsAreJSON
 // pins that format: a Go release that changes it fails the test, not clients.
 type jsonErrConn struct {
 	net.Conn
