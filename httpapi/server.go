@@ -91,7 +91,6 @@ func New(svc *memory.Service, opts Options) *Server {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(s.requestContext)
-	e.Use(checkQuery)
 	if opts.LogContent {
 		e.Use(captureBody)
 	}
@@ -118,6 +117,8 @@ func New(svc *memory.Service, opts Options) *Server {
 		s.opts.Logger.Error("panic in handler", "err", err, "stack", string(stack))
 		return err
 	}}))
+	// After the logger, so a refused query string is logged like any 400.
+	e.Use(checkQuery)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
