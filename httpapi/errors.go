@@ -5,10 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
 )
+
+// codeRequestTimeout is the client not sending its request in time: a code
+// of the HTTP layer only, as the domain never waits on a client.
+const codeRequestTimeout = "request_timeout"
+
+func errReadTimeout(limit time.Duration) error {
+	return memory.Errorf(codeRequestTimeout, "the request body did not arrive within the server's read timeout (--read-timeout %v): send the whole body at once, as declared by Content-Length", limit)
+}
 
 // statusOf maps domain error codes to HTTP statuses: the one table.
 var statusOf = map[string]int{
@@ -21,6 +30,7 @@ var statusOf = map[string]int{
 	memory.ERATELIMITED:  http.StatusTooManyRequests,
 	memory.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	memory.EINTERNAL:     http.StatusInternalServerError,
+	codeRequestTimeout:   http.StatusRequestTimeout,
 }
 
 // codeOf maps statuses echo produces itself (routing, body limit) back to codes.

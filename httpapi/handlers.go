@@ -221,7 +221,14 @@ func (s *Server) context(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.svc.Context(c.Request().Context(), id, memory.ContextRequest{Prompt: in.Prompt, MaxTokens: in.MaxTokens, Explain: in.Explain || explain})
+	maxTokens := 0 // the domain's "the session's default"
+	if in.MaxTokens != nil {
+		if *in.MaxTokens == 0 {
+			return memory.Errorf(memory.EINVALID, "max_tokens: 0 is not a budget; omit max_tokens (or send null) for the session's default, its context_window minus its reserve")
+		}
+		maxTokens = *in.MaxTokens
+	}
+	res, err := s.svc.Context(c.Request().Context(), id, memory.ContextRequest{Prompt: in.Prompt, MaxTokens: maxTokens, Explain: in.Explain || explain})
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,23 @@ type Options struct {
 	RateBurst int
 	// RequestTimeout cancels a request's work after this long; 0: never.
 	RequestTimeout time.Duration
+
+	// The http.Server's limits, 0 meaning none (net/http's own meaning):
+	// ReadHeaderTimeout bounds the headers; ReadTimeout the whole request,
+	// body included (a body read past it answers 408); WriteTimeout the
+	// answer, from the end of the headers; IdleTimeout a kept-alive
+	// connection between requests.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes caps request headers (net/http's 1 MiB when 0); more
+	// answers 431 with the JSON error.
+	MaxHeaderBytes int
+	// MaxConns and MaxConnsPerIP cap open connections, in total and per
+	// client address; one over a cap is answered 503 and closed. 0: no cap.
+	MaxConns, MaxConnsPerIP int
+	// BodyBytesInFlight caps the request body bytes handled at once (a body
+	// of unknown length counts as BodyLimit); a request over it answers 503
+	// with Retry-After. 0: no cap.
+	BodyBytesInFlight int64
 }
 
 // Server is the HTTP front of a memory.Service.
@@ -42,7 +59,9 @@ type Server struct {
 	svc     *memory.Service
 	opts    Options
 	e       *echo.Echo
+	h       http.Handler
 	limiter *middleware.RateLimiterMemoryStore
+	bodies  *bodyBudget // nil: no cap
 }
 
 //go:embed openapi.json
@@ -57,6 +76,10 @@ func New(svc *memory.Service, opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{svc: svc, opts: opts, e: echo.New()}
+	s.h = headAsGet(s.e)
+	if opts.BodyBytesInFlight > 0 {
+		s.bodies = &bodyBudget{max: opts.BodyBytesInFlight}
+	}
 	if opts.RateLimit > 0 {
 		s.limiter = middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
 			Rate: rate.Limit(opts.RateLimit), Burst: max(opts.RateBurst, 1), ExpiresIn: 3 * time.Minute})
@@ -94,6 +117,8 @@ func New(svc *memory.Service, opts Options) *Server {
 		s.opts.Logger.Error("panic in handler", "err", err, "stack", string(stack))
 		return err
 	}}))
+	// After the logger, so a refused query string is logged like any 400.
+	e.Use(checkQuery)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -128,7 +153,7 @@ func New(svc *memory.Service, opts Options) *Server {
 }
 
 // Handler is the server as an http.Handler.
-func (s *Server) Handler() http.Handler { return s.e }
+func (s *Server) Handler() http.Handler { return s.h }
 
 // Echo exposes the router, for adding routes (metrics) from the binary.
 func (s *Server) Echo() *echo.Echo { return s.e }
@@ -136,9 +161,12 @@ func (s *Server) Echo() *echo.Echo { return s.e }
 // Serve answers on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.e.Listener = ln
-	srv := &http.Server{Handler: s.e, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	o := s.opts
+	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
+		WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout, MaxHeaderBytes: o.MaxHeaderBytes}
 	s.e.Server = srv
-	err := srv.Serve(ln)
+	limits := &connLimits{max: o.MaxConns, perIP: o.MaxConnsPerIP, byIP: map[string]int{}}
+	err := srv.Serve(&limitedListener{Listener: ln, limits: limits})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

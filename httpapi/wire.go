@@ -197,9 +197,12 @@ type searchResultOut struct {
 }
 
 type contextIn struct {
-	Prompt    string `json:"prompt"`
-	MaxTokens int    `json:"max_tokens"`
-	Explain   bool   `json:"explain"`
+	Prompt string `json:"prompt"`
+	// MaxTokens absent or null: the session's default. 0 is refused: it
+	// read as "the default" while -1 was refused, so a client computing a
+	// budget that came out 0 got a full window instead of an error.
+	MaxTokens *int `json:"max_tokens"`
+	Explain   bool `json:"explain"`
 	// Format "openai" answers plain chat messages; "" or "ctxd" the full form.
 	Format string `json:"format"`
 }

@@ -131,3 +131,54 @@ func TestTruncatedColdFile(t *testing.T) {
 		t.Fatalf("no new cold chunks after the truncation: %d then %d", len(before["chunks"].([]any)), len(after["chunks"].([]any)))
 	}
 }
+
+// fillDisk writes a file into dir until the disk is full: not one byte is
+// left for the server, as when another process fills the disk.
+func fillDisk(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for size := len(buf); size > 0; {
+		if _, err := f.Write(buf[:size]); err != nil {
+			size /= 2 // the last free blocks, with smaller and smaller writes
+		}
+	}
+}
+
+// On a truly full disk (0 bytes free, filled by someone else) sessions can
+// still be deleted, which is how space is freed: the first delete gives the
+// store's spare file back. Without it (--disk-spare 0) bbolt found no free
+// page for the delete's transaction and DELETE answered 503. After a
+// restart, what was not deleted is all there.
+func TestDeleteOnTrulyFullDisk(t *testing.T) {
+	dir := tmpfs(t, "32m")
+	ts := startServer(t, dir)
+	var keep []string
+	for i := range 6 {
+		var batch []map[string]any
+		for j := range 1000 {
+			batch = append(batch, msg("user", fmt.Sprintf("session %d message %d %s %s", i, j, chatter(i*1000+j), chatter(j))))
+		}
+		ids := ts.store(fmt.Sprintf("big%d", i), batch...)
+		if i == 5 {
+			keep = ids
+		}
+	}
+	// Stopped first, so that no background work (index merges) frees
+	// space after the disk is filled.
+	ts.Stop()
+	fillDisk(t, dir)
+	ts = startServer(t, dir)
+	for i := range 5 {
+		ts.mustDo(204, "DELETE", fmt.Sprintf("/v1/sessions/big%d", i), nil)
+		ts.mustDo(404, "GET", fmt.Sprintf("/v1/sessions/big%d", i), nil)
+	}
+	ts.Stop()
+	ts2 := startServer(t, dir)
+	checkReachable(t, ts2, "big5", keep)
+	ts2.mustDo(404, "GET", "/v1/sessions/big0", nil)
+}

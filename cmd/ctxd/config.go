@@ -54,10 +54,19 @@ type Config struct {
 	RateLimit          float64
 	RateBurst          int
 	RequestTimeout     time.Duration
+	ReadHeaderTimeout  time.Duration
+	ReadTimeout        time.Duration
+	WriteTimeout       time.Duration
+	IdleTimeout        time.Duration
+	MaxHeaderBytes     int
+	MaxConns           int
+	MaxConnsPerIP      int
+	MaxBodyInFlight    int64
 	MaxCompactions     int
 	MaxEmbeds          int
 	DiskReserve        int64
 	DiskReservePct     float64
+	DiskSpare          int64
 	Metrics            bool
 	Policy             memory.Policy
 
@@ -100,10 +109,19 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.Float64Var(&c.RateLimit, "rate-limit", 500, "requests per second per API key (per client IP without keys); 0: off")
 	fs.IntVar(&c.RateBurst, "rate-burst", 1000, "requests a key may send at once above --rate-limit")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 2*time.Minute, "cancel a request's work after this long (answers 503); 0: never")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "close a connection whose request headers take longer than this; 0: never")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", time.Minute, "answer 408 and close when a request's headers and body take longer than this to arrive (a slow or stalled client); 0: never")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", 0, "give up on writing an answer this long after the request's headers arrived (it counts the request's work: keep it above --request-timeout); 0: never")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 2*time.Minute, "close a kept-alive connection idle for this long")
+	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request headers in bytes (more answers 431)")
+	fs.IntVar(&c.MaxConns, "max-conns", 1024, "open connections at most; one more is answered 503 and closed; 0: no cap")
+	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "open connections at most from one client address; 0: no cap")
+	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", 16<<20, "request body bytes handled at once (a body of unknown length counts as --body-limit); a request over it answers 503 with Retry-After, though one body alone is always taken; 0: no cap")
 	fs.IntVar(&c.MaxCompactions, "max-compactions", 2, "compactions running at once across sessions")
 	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
 	fs.Int64Var(&c.DiskReserve, "disk-reserve", 256<<20, "refuse new messages (503) while the data dir's disk has less than this many bytes free, or --disk-reserve-pct of it, whichever is smaller")
 	fs.Float64Var(&c.DiskReservePct, "disk-reserve-pct", 0.05, "see --disk-reserve")
+	fs.Int64Var(&c.DiskSpare, "disk-spare", 8<<20, "bytes of a spare file (ctxd.db.spare) kept next to the store and given back when a delete finds the disk full, so sessions can be deleted to free space; 0: none")
 	fs.BoolVar(&c.Metrics, "metrics", true, "serve Prometheus metrics at GET /metrics (unauthenticated)")
 	bindPolicyFlags(fs, &c.Policy)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
@@ -208,6 +226,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("addr: %s is reachable from other machines and no API keys are set: set CTXD_API_KEYS (or a keys section in the config file), or --allow-remote to serve without auth", c.Addr)
 	case c.RateLimit < 0 || c.RateBurst < 0:
 		return fmt.Errorf("rate-limit, rate-burst: must not be negative")
+	case c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
+		return fmt.Errorf("read-header-timeout, read-timeout, write-timeout, idle-timeout: must not be negative")
+	case c.MaxHeaderBytes < 4096:
+		return fmt.Errorf("max-header-bytes: %d is too small (at least 4096)", c.MaxHeaderBytes)
+	case c.DiskSpare < 0:
+		return fmt.Errorf("disk-spare: must not be negative")
+	case c.MaxConns < 0 || c.MaxConnsPerIP < 0 || c.MaxBodyInFlight < 0:
+		return fmt.Errorf("max-conns, max-conns-per-ip, max-body-bytes-in-flight: must not be negative")
 	case c.MaxCompactions < 1 || c.MaxEmbeds < 1:
 		return fmt.Errorf("max-compactions, max-embeds: must be at least 1")
 	case c.LogFormat != "text" && c.LogFormat != "json":

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigPrecedence(t *testing.T) {
@@ -62,5 +63,36 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 	cfg.ExpansionWeight = -1
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "expansion-weight") {
 		t.Errorf("Validate with a negative expansion weight = %v", err)
+	}
+	for name, mutate := range map[string]func(*Config){
+		"read-timeout":             func(c *Config) { c.ReadTimeout = -1 },
+		"max-header-bytes":         func(c *Config) { c.MaxHeaderBytes = 100 },
+		"max-body-bytes-in-flight": func(c *Config) { c.MaxBodyInFlight = -1 },
+		"disk-spare":               func(c *Config) { c.DiskSpare = -1 },
+	} {
+		cfg = testConfig(dir)
+		mutate(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("Validate with a bad %s = %v", name, err)
+		}
+	}
+}
+
+// The connection settings reach the server from the YAML file and the
+// environment like every other setting.
+func TestConfigConnectionSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(file, []byte("read_timeout: 5s\nmax_conns_per_ip: 7\nmax_body_bytes_in_flight: 1048576\n"), 0o644)
+	var cfg Config
+	cmd := newServeCmd()
+	cmd.ResetFlags()
+	bindServeFlags(cmd.Flags(), &cfg)
+	env := map[string]string{"CTXD_READ_HEADER_TIMEOUT": "3s", "CTXD_DISK_SPARE": "0"}
+	if err := applyLayers(cmd.Flags(), file, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ReadTimeout != 5*time.Second || cfg.MaxConnsPerIP != 7 || cfg.MaxBodyInFlight != 1<<20 ||
+		cfg.ReadHeaderTimeout != 3*time.Second || cfg.DiskSpare != 0 || cfg.IdleTimeout != 2*time.Minute {
+		t.Fatalf("settings not applied: %+v", cfg)
 	}
 }

@@ -47,10 +47,11 @@ func ctxdBinary(t *testing.T) string {
 
 var listenRe = regexp.MustCompile(`ctxd listening.* addr=(\S+)`)
 
-// startBinary runs the real binary and returns its base URL once it listens.
-func startBinary(t *testing.T, dir string) (*exec.Cmd, string) {
+// startBinary runs the real binary, with flags added to its defaults, and
+// returns its base URL once it listens.
+func startBinary(t *testing.T, dir string, flags ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd := exec.Command(ctxdBinary(t), "serve", "--addr", "127.0.0.1:0", "--data-dir", dir)
+	cmd := exec.Command(ctxdBinary(t), append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dir}, flags...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -234,7 +234,9 @@ func messageIDCases(seed hostileSeed) []hostileCase {
 // queryCases: bad query parameters on the list routes and context.
 func queryCases() []hostileCase {
 	var out []hostileCase
-	limits := []string{"-1", "abc", "1.5", "0x10", "1e3", "99999999999999999999", "1001", "%00", "%20", "1%00"}
+	// %zz, % and ; do not parse as a query at all: echo used to drop the
+	// pair silently and answer with the default limit.
+	limits := []string{"-1", "abc", "1.5", "0x10", "1e3", "99999999999999999999", "1001", "%00", "%20", "1%00", "%zz", "%", "1%2", "1;cursor=x"}
 	for _, route := range []string{"/v1/sessions", "/v1/sessions/s/messages", "/v1/sessions/s/cold"} {
 		for _, l := range limits {
 			out = append(out, hostileCase{"limit=" + l + " " + route, "GET", route + "?limit=" + l, nil, 400, "invalid_request", "limit"})
@@ -326,6 +328,7 @@ func structureCases() []hostileCase {
 		{"search state bogus", "POST", "/v1/search", map[string]any{"query": "a", "states": []any{"bogus"}}, 400, "invalid_request", "state"},
 		{"search whitespace query", "POST", "/v1/search", map[string]any{"query": " \t\n "}, 400, "invalid_request", "query"},
 		{"context prompt over 16 KiB", "POST", "/v1/sessions/s/context", map[string]any{"prompt": strings.Repeat("p", 17<<10)}, 400, "invalid_request", "prompt"},
+		{"context max_tokens 0", "POST", "/v1/sessions/s/context", map[string]any{"prompt": "a", "max_tokens": 0}, 400, "invalid_request", "max_tokens"},
 		{"context max_tokens -1", "POST", "/v1/sessions/s/context", map[string]any{"prompt": "a", "max_tokens": -1}, 400, "invalid_request", "max_tokens"},
 		{"context max_tokens 2^31", "POST", "/v1/sessions/s/context", map[string]any{"prompt": "a", "max_tokens": 1 << 31}, 400, "invalid_request", "max_tokens"},
 		{"context max_tokens 2^63", "POST", "/v1/sessions/s/context", `{"prompt":"a","max_tokens":9223372036854775808}`, 400, "invalid_request", "max_tokens"},

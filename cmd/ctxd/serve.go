@@ -120,6 +120,11 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if err := m.Store.ReserveDisk(cfg.DiskReserve, cfg.DiskReservePct); err != nil {
 		return err
 	}
+	if err := m.Store.KeepSpare(cfg.DiskSpare); err != nil {
+		// Not fatal: on a full disk the server must start so that sessions
+		// can be deleted; the spare is filled once there is room.
+		m.Logger.Warn("the store's spare file for deletes on a full disk is not whole", "err", err)
+	}
 	emb, err := m.openEmbedder(ctx)
 	if err != nil {
 		return err
@@ -165,7 +170,9 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	}
 	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent,
 		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
-		RequestTimeout: cfg.RequestTimeout})
+		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
+		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, BodyBytesInFlight: cfg.MaxBodyInFlight})
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

@@ -61,6 +61,12 @@ func (s *Store) checkFree() error {
 	if err != nil {
 		return nil // cannot tell: the write itself will say if the disk is full
 	}
+	if free >= reserve+s.spare.Load() && s.spareShort() {
+		// A delete used the spare: the disk has room again to put it back.
+		if err := s.KeepSpare(s.spare.Load()); err != nil {
+			return memory.Errorf(memory.EUNAVAILABLE, "store: the disk has room again but the spare file could not be refilled (%v); nothing of this request was stored", err)
+		}
+	}
 	if free < reserve {
 		return memory.Errorf(memory.EUNAVAILABLE, "store: the disk is almost full (%d bytes free, %d kept in reserve for the indexes); nothing of this request was stored: free space on the data dir's disk, or delete sessions, then retry", free, reserve)
 	}

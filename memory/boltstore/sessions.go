@@ -74,7 +74,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	return s.update(func(tx *bolt.Tx) error {
+	return s.updateFreeing(func(tx *bolt.Tx) error {
 		if _, err := getSession(tx, tenant, id); err != nil {
 			return err
 		}

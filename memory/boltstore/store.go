@@ -56,6 +56,9 @@ type Store struct {
 	// reserve is the free disk space below which Append refuses; see
 	// ReserveDisk.
 	reserve atomic.Int64
+	// spare is the size of the file a delete frees on a full disk; see
+	// KeepSpare.
+	spare   atomic.Int64
 	decoded *decodeCache // read transactions' message records
 }
 
