@@ -21,6 +21,7 @@ var statusOf = map[string]int{
 	memory.ERATELIMITED:  http.StatusTooManyRequests,
 	memory.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	memory.EINTERNAL:     http.StatusInternalServerError,
+	memory.EDAMAGED:      http.StatusInternalServerError,
 }
 
 // codeOf maps statuses echo produces itself (routing, body limit) back to codes.

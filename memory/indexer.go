@@ -246,10 +246,10 @@ var errStop = errors.New("stop")
 
 func (ix *indexer) storeHasMessages(ctx context.Context) (bool, error) {
 	found := false
-	err := ix.store.ForEachMessage(ctx, func(*Message) error {
+	err := scanMessages(ctx, ix.store, func(*Message) error {
 		found = true
 		return errStop
-	})
+	}, func(*DamagedRecord) { found = true })
 	if err != nil && !errors.Is(err, errStop) {
 		return false, fmt.Errorf("read store: %w", err)
 	}
@@ -277,10 +277,10 @@ func (ix *indexer) rebuild(ctx context.Context, upTo uint64) error {
 		return fmt.Errorf("list index documents: %w", err)
 	}
 	stored := make(map[string]bool, len(extra))
-	err = ix.store.ForEachMessage(ctx, func(m *Message) error {
+	err = scanMessages(ctx, ix.store, func(m *Message) error {
 		stored[m.ID] = true
 		return nil
-	})
+	}, func(d *DamagedRecord) { stored[d.MessageID] = true })
 	if err != nil {
 		return fmt.Errorf("read store: %w", err)
 	}
@@ -299,7 +299,14 @@ func (ix *indexer) rebuild(ctx context.Context, upTo uint64) error {
 func (ix *indexer) rebuildWith(ctx context.Context, upTo uint64, done func(int)) (int, error) {
 	start := time.Now()
 	indexed := 0
-	n, err := inBatches(func(fn func(*Message) error) error { return ix.store.ForEachMessage(ctx, fn) },
+	// A damaged record is left out and logged, not a reason to refuse to
+	// start: verify reports it, and the rest of the store is served.
+	scan := func(fn func(*Message) error) error {
+		return scanMessages(ctx, ix.store, fn, func(d *DamagedRecord) {
+			ix.log.Error("damaged record left out of the index", "err", d)
+		})
+	}
+	n, err := inBatches(scan,
 		func(batch []*Message) error {
 			if err := ix.index.Apply(ctx, IndexBatch{Upserts: batch, Watermark: upTo}); err != nil {
 				return err

@@ -129,6 +129,14 @@ func (a *Admin) repairIndex(ctx context.Context, byKind map[string][]Finding) er
 func (a *Admin) repairCold(ctx context.Context, findings []Finding) error {
 	done := map[sessionKey]bool{}
 	for _, f := range findings {
+		// A session with a damaged record keeps its mirror file as it is:
+		// its lines may be the last good copy, and rewriting it would need
+		// the record.
+		if f.Kind == FindRecordDamaged {
+			done[sessionKey{f.Tenant, f.SessionID}] = true
+		}
+	}
+	for _, f := range findings {
 		k := sessionKey{f.Tenant, f.SessionID}
 		if done[k] {
 			continue

@@ -108,23 +108,8 @@ func (s *Store) Path() string { return s.path }
 // Size is the store file's size in bytes.
 func (s *Store) Size() int64 {
 	var n int64
-	_ = s.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	_ = s.view(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
 	return n
-}
-
-// Check runs bbolt's consistency check and checks that every kept-apart
-// prompt is counted by exactly the records that name it; it returns the
-// first problem.
-func (s *Store) Check() error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			return fmt.Errorf("store check: %w", err)
-		}
-		if err := checkPrompts(tx); err != nil {
-			return fmt.Errorf("store check: %w", err)
-		}
-		return nil
-	})
 }
 
 func sessionKey(tenant, id string) []byte {

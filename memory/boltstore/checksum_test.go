@@ -1,0 +1,102 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/memory"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Every single changed byte of a record, anywhere in it, fails its
+// checksum or its format check: none decodes into another message.
+func TestRecordChecksumCatchesEveryByte(t *testing.T) {
+	m := &memory.Message{ID: "m1", SessionID: "s", Tenant: "t", Role: memory.RoleUser, Content: strings.Repeat("the okapi grazes ", 20),
+		State: memory.StateActive, CreatedAt: time.Unix(1000, 0).UTC()}
+	rec, err := encodeRecord(m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec[0] != recordV2 {
+		t.Fatalf("new records are version %d, want %d", rec[0], recordV2)
+	}
+	for i := range rec {
+		for _, bit := range []byte{0x01, 0x80} {
+			bad := bytes.Clone(rec)
+			bad[i] ^= bit
+			if got, err := decodeMessage(nil, nil, bad); err == nil {
+				t.Fatalf("byte %d ^ %#x decoded as %+v", i, bit, got)
+			}
+		}
+	}
+	// A record of the format before checksums still reads.
+	js, _ := json.Marshal(m)
+	if got, err := decodeMessage(nil, nil, append([]byte{recordV1, 0}, js...)); err != nil || got.Content != m.Content {
+		t.Fatalf("recordV1 record: %v, %v", got, err)
+	}
+}
+
+// A damaged record is an error naming its session, seq and (when asked
+// for by id) its message; the rest of the store reads, the scan reports it
+// and goes on, and deleting its session removes it.
+func TestDamagedRecordNamedAndSkipped(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, filepath.Join(t.TempDir(), "ctxd.db"))
+	for _, id := range []string{"good", "bad"} {
+		ms := []*memory.Message{
+			{ID: id + "-1", Role: memory.RoleUser, Content: "first of " + id, State: memory.StateActive, CreatedAt: time.Unix(1000, 0).UTC()},
+			{ID: id + "-2", Role: memory.RoleUser, Content: "second of " + id, State: memory.StateActive, CreatedAt: time.Unix(1001, 0).UTC()},
+		}
+		if _, err := s.Append(ctx, "t", id, newSess("t", id), ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMessages)
+		key := tx.Bucket(bucketIDs).Get([]byte("bad-2"))
+		v := bytes.Clone(b.Get(key))
+		v[len(v)-3] ^= 0x20 // one changed byte of its content
+		return b.Put(bytes.Clone(key), v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = s.Messages(ctx, "t", "bad", memory.MessageQuery{})
+	var d *memory.DamagedRecord
+	if !errors.As(err, &d) || d.SessionID != "bad" || d.Seq != 2 || memory.ErrorCode(err) != memory.EDAMAGED {
+		t.Fatalf("listing the damaged session: %v", err)
+	}
+	_, err = s.MessagesByID(ctx, "t", []string{"bad-2"}, false)
+	if !errors.As(err, &d) || d.MessageID != "bad-2" || !strings.Contains(memory.ErrorMessage(err), "bad-2") {
+		t.Fatalf("reading the damaged message by id: %v (%q)", err, memory.ErrorMessage(err))
+	}
+	if got, err := s.MessagesByID(ctx, "t", []string{"bad-1", "good-2"}, false); err != nil || len(got) != 2 {
+		t.Fatalf("reading undamaged messages: %d, %v", len(got), err)
+	}
+	var seen []string
+	var bad []*memory.DamagedRecord
+	err = s.ScanMessages(ctx, func(m *memory.Message) error { seen = append(seen, m.ID); return nil },
+		func(d *memory.DamagedRecord) { bad = append(bad, d) })
+	if err != nil || len(seen) != 3 || len(bad) != 1 || bad[0].MessageID != "bad-2" || bad[0].SessionID != "bad" {
+		t.Fatalf("scan: %v, seen %v, damaged %+v", err, seen, bad)
+	}
+	if err := s.ForEachMessage(ctx, func(*memory.Message) error { return nil }); memory.ErrorCode(err) != memory.EDAMAGED {
+		t.Fatalf("ForEachMessage over a damaged record: %v", err)
+	}
+	if err := s.DeleteSession(ctx, "t", "bad"); err != nil {
+		t.Fatalf("delete the damaged session: %v", err)
+	}
+	if n := countKeys(t, s, bucketIDs); n != 2 {
+		t.Fatalf("%d ids left after the delete, want 2", n)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
