@@ -23,6 +23,7 @@ const (
 	FindColdTorn      = "cold_torn"        // a mirror file ends in a cut line
 	FindColdBad       = "cold_unreadable"  // a mirror file has lines that do not parse
 	FindColdOrphan    = "cold_orphan_file" // a mirror file for a session the store does not have
+	FindIndexUnusable = "index_unusable"   // the index cannot be opened (missing, corrupt)
 	FindStoreCorrupt  = "store_corrupt"    // the store file's structure is damaged (bbolt's check, a page that cannot be read)
 	FindRecordDamaged = "record_damaged"   // a message record fails its checksum or does not decode
 )
@@ -183,6 +184,10 @@ func (a *Admin) Verify(ctx context.Context) (*VerifyReport, error) {
 	}
 	if err := a.verifyVectors(ctx, sc, rep); err != nil {
 		return nil, err
+	}
+	if a.IndexErr != nil {
+		rep.Findings = append(rep.Findings, Finding{Kind: FindIndexUnusable,
+			Detail: fmt.Sprintf("%v: a server start or --repair rebuilds it from the store", a.IndexErr)})
 	}
 	if a.Index != nil {
 		if err := a.verifyIndex(ctx, sc, rep); err != nil {
