@@ -45,8 +45,14 @@ type dataDir struct {
 func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, progress memory.Progress) (*dataDir, error) {
 	d := &dataDir{dir: cfg.DataDir, log: newLogger(cfg, os.Stderr)}
 	if !create {
-		if _, err := os.Stat(storePath(cfg.DataDir)); errors.Is(err, fs.ErrNotExist) {
+		st, err := os.Stat(storePath(cfg.DataDir))
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("data dir %s has no store (%s): is it a ctxd data dir?", cfg.DataDir, storePath(cfg.DataDir))
+		}
+		// Opening it would write a new, empty store over the evidence.
+		if err == nil && st.Size() == 0 {
+			return nil, fmt.Errorf("data dir %s has an empty store (%s is 0 bytes): restore it from a backup, or bring the cold originals back with `ctxd restore-cold`",
+				cfg.DataDir, storePath(cfg.DataDir))
 		}
 	}
 	var err error
