@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -208,8 +207,11 @@ func inBatches(scan func(func(*Message) error) error, apply func([]*Message) err
 // the index holds it, so a lost, new or rolled-back index whose watermark is
 // behind the log's first entry, or behind a log trimmed to nothing, would
 // replay only part of the store, or none of it, and stay so for good. An
-// index that lost its documents but kept a watermark (emptied by hand, or a
-// rebuild cut short) is caught by its count.
+// index that holds every change by its watermark but not one document per
+// stored message (emptied, a rebuild cut short, documents lost while the
+// watermark stayed) is caught by its count against the sessions' counts,
+// which every write keeps (a list of the sessions, not a scan of the
+// messages).
 func (ix *indexer) needsRebuild(ctx context.Context, wm, last uint64) (string, error) {
 	if wm < last {
 		first, err := ix.store.Changes(ctx, wm, 1)
@@ -228,32 +230,19 @@ func (ix *indexer) needsRebuild(ctx context.Context, wm, last uint64) (string, e
 	if err != nil {
 		return "", fmt.Errorf("count index documents: %w", err)
 	}
-	if docs > 0 {
-		return "", nil
-	}
-	stored, err := ix.storeHasMessages(ctx)
+	var stored uint64
+	err = visitSessions(ctx, ix.store, func(s *Session) error {
+		c := s.Counts
+		stored += uint64(c.Active + c.Summarized + c.Dropped + c.Recovered)
+		return nil
+	})
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("count stored messages: %w", err)
 	}
-	if stored {
-		return "the index has no documents and the store has messages", nil
+	if docs != stored {
+		return fmt.Sprintf("the index holds %d documents, the store %d messages", docs, stored), nil
 	}
 	return "", nil
-}
-
-// errStop ends a scan early.
-var errStop = errors.New("stop")
-
-func (ix *indexer) storeHasMessages(ctx context.Context) (bool, error) {
-	found := false
-	err := scanMessages(ctx, ix.store, func(*Message) error {
-		found = true
-		return errStop
-	}, func(*DamagedRecord) { found = true })
-	if err != nil && !errors.Is(err, errStop) {
-		return false, fmt.Errorf("read store: %w", err)
-	}
-	return found, nil
 }
 
 // rebuild indexes every stored message and records watermark upTo (read
@@ -303,7 +292,7 @@ func (ix *indexer) rebuildWith(ctx context.Context, upTo uint64, done func(int))
 	// start: verify reports it, and the rest of the store is served.
 	scan := func(fn func(*Message) error) error {
 		return scanMessages(ctx, ix.store, fn, func(d *DamagedRecord) {
-			ix.log.Error("damaged record left out of the index", "err", d)
+			ix.log.Error("damaged record left out of the index (run ctxd verify)", "err", d)
 		})
 	}
 	n, err := inBatches(scan,
