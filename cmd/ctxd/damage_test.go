@@ -98,7 +98,7 @@ func recordOffset(t *testing.T, dir, id string) (int, int) {
 		t.Fatal(err)
 	}
 	off := bytes.Index(file, rec)
-	if off < 0 || bytes.Index(file[off+1:], rec) >= 0 {
+	if off < 0 || bytes.Contains(file[off+1:], rec) {
 		t.Fatalf("record of %s not found once in the file", id)
 	}
 	return off, len(rec)
