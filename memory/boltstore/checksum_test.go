@@ -100,3 +100,57 @@ func TestDamagedRecordNamedAndSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A vector record fails on any changed byte and names its message; one of
+// version 2, written before vector checksums, still reads.
+func TestVectorRecordChecksum(t *testing.T) {
+	m := &memory.Message{ID: "m1", Tenant: "t", SessionID: "s", State: memory.StateActive, Role: memory.RoleUser,
+		CreatedAt: time.Unix(1700000000, 0).UTC(), Vector: []float32{0.25, -0.5, 1}}
+	rec := encodeVector(m)
+	for i := range rec {
+		bad := bytes.Clone(rec)
+		bad[i] ^= 0x04
+		_, err := decodeVectorRecord("m1", bad)
+		var d *memory.DamagedRecord
+		if !errors.As(err, &d) || d.MessageID != "m1" {
+			t.Fatalf("byte %d changed: %v", i, err)
+		}
+	}
+	v2 := bytes.Clone(rec[:len(rec)-crcLen])
+	v2[0] = 2
+	if got, err := decodeVectorRecord("m1", v2); err != nil || got.Vector[2] != 1 || got.SessionID != "s" {
+		t.Fatalf("version 2 record: %+v, %v", got, err)
+	}
+}
+
+// A damaged vector record is skipped by the scan that loads vectors at
+// start (the message then lacks one, which verify reports and --repair
+// mends) and named when a read needs it.
+func TestDamagedVectorSkippedAndNamed(t *testing.T) {
+	ctx := context.Background()
+	s := openInternal(t, filepath.Join(t.TempDir(), "ctxd.db"))
+	ms := []*memory.Message{
+		{ID: "v1", Role: memory.RoleUser, Content: "one", State: memory.StateActive, CreatedAt: time.Unix(1000, 0).UTC(), Vector: []float32{1, 0}},
+		{ID: "v2", Role: memory.RoleUser, Content: "two", State: memory.StateActive, CreatedAt: time.Unix(1001, 0).UTC(), Vector: []float32{0, 1}},
+	}
+	if _, err := s.Append(ctx, "t", "s", newSess("t", "s"), ms); err != nil {
+		t.Fatal(err)
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketVectors)
+		v := bytes.Clone(b.Get([]byte("v2")))
+		v[len(v)-6] ^= 0x01
+		return b.Put([]byte("v2"), v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loaded []string
+	if err := s.ForEachVector(ctx, func(m *memory.Message) error { loaded = append(loaded, m.ID); return nil }); err != nil || len(loaded) != 1 || loaded[0] != "v1" {
+		t.Fatalf("vectors loaded: %v, %v", loaded, err)
+	}
+	_, err = s.MessagesByID(ctx, "t", []string{"v2"}, true)
+	if memory.ErrorCode(err) != memory.EDAMAGED || !strings.Contains(memory.ErrorMessage(err), "v2") {
+		t.Fatalf("reading the message with the damaged vector: %v", err)
+	}
+}

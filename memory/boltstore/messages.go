@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -252,6 +253,7 @@ func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
 
 // ForEachVector calls fn for every message with a vector, with the fields
 // the vector index needs (no content), read from the vector records alone.
+// A damaged vector record is skipped: see below.
 func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error) error {
 	return s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketVectors).ForEach(func(k, v []byte) error {
@@ -259,6 +261,13 @@ func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) erro
 				return err
 			}
 			m, err := decodeVectorRecord(string(k), v)
+			var d *memory.DamagedRecord
+			if errors.As(err, &d) {
+				// Skipped rather than failing the start-up that loads
+				// vectors: the message then has none, which verify reports
+				// (vector_missing) and --repair embeds again.
+				return nil
+			}
 			if err != nil {
 				return err
 			}

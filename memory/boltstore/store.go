@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
@@ -147,10 +148,13 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // A vector record carries what the vector index needs besides the vector
 // (session, state, time, role, kind), so start-up loads vectors without
 // decoding every message's JSON: version byte, state byte, role byte, flags
-// byte (version 2: bit 0 a summary), created_at (Unix ns, 8 bytes), tenant
+// byte (versions 2 and 3: bit 0 a summary), created_at (Unix ns, 8 bytes), tenant
 // and session (uvarint length + bytes), then the float32s little-endian.
 // Version 1 records have no flags byte; read, their kind is unknown (plain).
-const vectorRecordVersion = 2
+// Version 3 adds a CRC-32C of everything before it as the last 4 bytes
+// (big-endian), as message records carry one (record.go): a changed byte
+// of a vector would otherwise rank the message wrongly, silently.
+const vectorRecordVersion = 3
 
 const vectorFlagSummary = 1
 
@@ -169,7 +173,7 @@ func encodeVector(m *memory.Message) []byte {
 	for _, f := range m.Vector {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 	}
-	return b
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 // decodeVectorRecord fills id, tenant, session, state, role, kind (version
@@ -208,12 +212,22 @@ type vectorHeader struct {
 }
 
 func readVectorHeader(id string, b []byte) (vectorHeader, error) {
-	bad := fmt.Errorf("vector record %s is damaged", id)
+	bad := &memory.DamagedRecord{MessageID: id, Err: errors.New("vector record does not decode")}
 	h := vectorHeader{head: 3} // version 1: no flags byte
-	if len(b) > 0 && b[0] == vectorRecordVersion {
+	if len(b) > 0 && b[0] >= 2 {
 		h.head = 4
 	}
-	if len(b) < h.head+8 || (b[0] != 1 && b[0] != vectorRecordVersion) {
+	if len(b) > 0 && b[0] == vectorRecordVersion {
+		if len(b) < crcLen {
+			return h, bad
+		}
+		body := b[:len(b)-crcLen]
+		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[len(b)-crcLen:]) {
+			return h, &memory.DamagedRecord{MessageID: id, Err: fmt.Errorf("vector record: %w", errChecksum)}
+		}
+		b = body
+	}
+	if len(b) < h.head+8 || b[0] < 1 || b[0] > vectorRecordVersion {
 		return h, bad
 	}
 	h.summary = h.head == 4 && b[3]&vectorFlagSummary != 0
