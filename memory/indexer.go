@@ -230,19 +230,29 @@ func (ix *indexer) needsRebuild(ctx context.Context, wm, last uint64) (string, e
 	if err != nil {
 		return "", fmt.Errorf("count index documents: %w", err)
 	}
-	var stored uint64
-	err = visitSessions(ctx, ix.store, func(s *Session) error {
-		c := s.Counts
-		stored += uint64(c.Active + c.Summarized + c.Dropped + c.Recovered)
-		return nil
-	})
+	stored, err := ix.storedMessages(ctx)
 	if err != nil {
-		return "", fmt.Errorf("count stored messages: %w", err)
+		return "", err
 	}
 	if docs != stored {
 		return fmt.Sprintf("the index holds %d documents, the store %d messages", docs, stored), nil
 	}
 	return "", nil
+}
+
+// storedMessages is how many messages the store holds, by its sessions'
+// counts.
+func (ix *indexer) storedMessages(ctx context.Context) (uint64, error) {
+	var n uint64
+	err := visitSessions(ctx, ix.store, func(s *Session) error {
+		c := s.Counts
+		n += uint64(c.Active + c.Summarized + c.Dropped + c.Recovered)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count stored messages: %w", err)
+	}
+	return n, nil
 }
 
 // rebuild indexes every stored message and records watermark upTo (read
@@ -288,6 +298,10 @@ func (ix *indexer) rebuild(ctx context.Context, upTo uint64) error {
 func (ix *indexer) rebuildWith(ctx context.Context, upTo uint64, done func(int)) (int, error) {
 	start := time.Now()
 	indexed := 0
+	total, err := ix.storedMessages(ctx)
+	if err != nil {
+		return 0, err
+	}
 	// A damaged record is left out and logged, not a reason to refuse to
 	// start: verify reports it, and the rest of the store is served.
 	scan := func(fn func(*Message) error) error {
@@ -303,7 +317,7 @@ func (ix *indexer) rebuildWith(ctx context.Context, upTo uint64, done func(int))
 			indexed += len(batch)
 			// Info, not Debug: a rebuild of a large store takes minutes
 			// before the server answers, and the operator should see it move.
-			ix.log.Info("rebuilding index", "indexed", indexed)
+			ix.log.Info("rebuilding index", "indexed", indexed, "of", total)
 			done(len(batch))
 			return nil
 		})

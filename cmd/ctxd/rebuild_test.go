@@ -128,7 +128,7 @@ func TestIndexRebuiltAtStart(t *testing.T) {
 			}
 			b.Stop(t)
 			log := b.Log()
-			for _, want := range []string{"rebuilding the full-text index from the store", "rebuilding index", "indexed=1000", "index rebuilt"} {
+			for _, want := range []string{"rebuilding the full-text index from the store", "rebuilding index", "indexed=1000 of=1101", "index rebuilt"} {
 				if !strings.Contains(log, want) {
 					t.Errorf("log lacks %q:\n%s", want, log)
 				}
