@@ -211,7 +211,7 @@ func (a *Admin) verifyVectors(ctx context.Context, sc *storeScan, rep *VerifyRep
 		m := sc.msgs[id]
 		switch {
 		case m.VecDim < 0:
-			rep.add(FindVectorMissing, m.msgRef, "message has no vector")
+			rep.add(FindVectorMissing, m.msgRef, "message has no vector, or its vector record is damaged")
 			continue
 		case dim > 0 && m.VecDim != dim:
 			rep.add(FindVectorDim, m.msgRef, "vector has %d dimensions, the data dir's model %d", m.VecDim, dim)

@@ -38,7 +38,7 @@ func (s *Store) view(fn func(*bolt.Tx) error) (err error) {
 func recoverPage(err *error) {
 	if r := recover(); r != nil {
 		*err = &memory.Error{Code: memory.EDAMAGED,
-			Message: fmt.Sprintf("the store file is damaged (%v): stop the server and run `ctxd verify`", r)}
+			Message: fmt.Sprintf("the store file is damaged (%v); `ctxd verify` on the stopped server reports what", r)}
 	}
 }
 
