@@ -82,6 +82,16 @@ func Open(dir string) (*Store, error) {
 	return s, nil
 }
 
+// OpenReadOnly opens the store in dir for reading only: unlike Open it
+// neither creates dir nor removes what a crash left, so `ctxd verify`
+// without --repair changes nothing. A missing dir lists no sessions.
+func OpenReadOnly(dir string) (*Store, error) {
+	if _, err := os.Stat(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open cold store %s: %w", dir, err)
+	}
+	return &Store{dir: dir, fs: realFS}, nil
+}
+
 // paths returns a session's tenant directory and file.
 func (s *Store) paths(tenant, session string) (dir, file string, err error) {
 	t, err := element("tenant", tenant, "")
@@ -136,6 +146,9 @@ func (s *Store) Remove(tenant, session string) error {
 // session. Files and directories coldstore did not name are ignored.
 func (s *Store) Sessions() ([]SessionRef, error) {
 	tenants, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // opened read-only, never created
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list cold sessions in %s: %w", s.dir, err)
 	}

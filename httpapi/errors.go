@@ -31,6 +31,7 @@ var statusOf = map[string]int{
 	memory.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	memory.EINTERNAL:     http.StatusInternalServerError,
 	codeRequestTimeout:   http.StatusRequestTimeout,
+	memory.EDAMAGED:      http.StatusInternalServerError,
 }
 
 // codeOf maps statuses echo produces itself (routing, body limit) back to codes.

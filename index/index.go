@@ -93,7 +93,16 @@ type Options struct {
 	// ctxd serves with 0.5 (see cmd/ctxd for what it was measured at).
 	Expander        Expander
 	ExpansionWeight float64
+
+	// ReadOnly opens an existing index without writing to it (no segment
+	// merges, no persister, a shared lock): `ctxd verify` without --repair
+	// only reads. A missing or empty dir is ErrMissing, not a new index.
+	ReadOnly bool
 }
+
+// ErrMissing marks an index dir that does not exist or is empty, opened
+// ReadOnly (anything else would create it).
+var ErrMissing = errors.New("no index")
 
 // TextSource reads messages by id, as memory.Store does (the store is
 // what serve passes).
@@ -215,9 +224,14 @@ func Open(dir string, opts Options) (*Index, error) {
 	// batch waiting for its own segment file took most of ingest's time in
 	// the index; the persister now writes what piled up as one segment.
 	cfg := map[string]any{"bolt_timeout": lockTimeout.String(), "unsafe_batch": true}
+	if opts.ReadOnly {
+		cfg["read_only"] = true
+	}
 	var text bleve.Index
 	if empty, err := isEmptyDir(dir); err != nil {
 		return nil, fmt.Errorf("open index %s: %w", dir, err)
+	} else if empty && opts.ReadOnly {
+		return nil, fmt.Errorf("open index %s: %w", dir, ErrMissing)
 	} else if empty {
 		m, err := newMapping()
 		if err != nil {
@@ -304,9 +318,12 @@ func (x *Index) Close() error {
 	if x.closed.Swap(true) {
 		return nil
 	}
-	x.applyMu.Lock()
-	err := x.persist(closeFlushTimeout)
-	x.applyMu.Unlock()
+	var err error
+	if !x.opts.ReadOnly { // nothing was written, and no persister runs
+		x.applyMu.Lock()
+		err = x.persist(closeFlushTimeout)
+		x.applyMu.Unlock()
+	}
 	if err != nil {
 		// Not fatal: what is not on disk is replayed from the store at the
 		// next start.

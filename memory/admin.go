@@ -15,6 +15,9 @@ import (
 type Admin struct {
 	Store Store
 	Index Index
+	// IndexErr is why Index is nil when the index could not be opened
+	// (missing, corrupt): verify reports it.
+	IndexErr error
 	// Docs lists the documents of Index (the same index).
 	Docs DocLister
 	// Cold is the cold mirror, read back by verify and written by import.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,12 +142,13 @@ func (ix *indexer) catchUp(ctx context.Context, start time.Time) error {
 		return fmt.Errorf("index is ahead of the store (index at change %d, store at %d): it belongs to another store; remove the index dir to rebuild it", wm, last)
 	}
 	ix.watermark.Store(wm)
-	first, err := ix.store.Changes(ctx, wm, 1)
+	why, err := ix.needsRebuild(ctx, wm, last)
 	if err != nil {
-		return fmt.Errorf("read change log: %w", err)
+		return err
 	}
-	if len(first) > 0 && first[0].Seq > wm+1 {
-		// The log was trimmed past the index: only a full rebuild is complete.
+	if why != "" {
+		ix.log.Warn("rebuilding the full-text index from the store", "reason", why,
+			"index_watermark", wm, "store_seq", last)
 		if err := ix.rebuild(ctx, last); err != nil {
 			return err
 		}
@@ -200,22 +202,122 @@ func inBatches(scan func(func(*Message) error) error, apply func([]*Message) err
 	return n, err
 }
 
+// needsRebuild says why replaying the change log from the index's watermark
+// wm cannot make the index whole ("" when it can). The log is trimmed once
+// the index holds it, so a lost, new or rolled-back index whose watermark is
+// behind the log's first entry, or behind a log trimmed to nothing, would
+// replay only part of the store, or none of it, and stay so for good. An
+// index that holds every change by its watermark but not one document per
+// stored message (emptied, a rebuild cut short, documents lost while the
+// watermark stayed) is caught by its count against the sessions' counts,
+// which every write keeps (a list of the sessions, not a scan of the
+// messages).
+func (ix *indexer) needsRebuild(ctx context.Context, wm, last uint64) (string, error) {
+	if wm < last {
+		first, err := ix.store.Changes(ctx, wm, 1)
+		if err != nil {
+			return "", fmt.Errorf("read change log: %w", err)
+		}
+		if len(first) == 0 {
+			return fmt.Sprintf("the index is at change %d, the store at %d, and the change log was trimmed", wm, last), nil
+		}
+		if first[0].Seq > wm+1 {
+			return fmt.Sprintf("the index is at change %d and the change log starts at %d", wm, first[0].Seq), nil
+		}
+		return "", nil
+	}
+	docs, _, err := ix.index.Count()
+	if err != nil {
+		return "", fmt.Errorf("count index documents: %w", err)
+	}
+	stored, err := ix.storedMessages(ctx)
+	if err != nil {
+		return "", err
+	}
+	if docs != stored {
+		return fmt.Sprintf("the index holds %d documents, the store %d messages", docs, stored), nil
+	}
+	return "", nil
+}
+
+// storedMessages is how many messages the store holds, by its sessions'
+// counts.
+func (ix *indexer) storedMessages(ctx context.Context) (uint64, error) {
+	var n uint64
+	err := visitSessions(ctx, ix.store, func(s *Session) error {
+		c := s.Counts
+		n += uint64(c.Active + c.Summarized + c.Dropped + c.Recovered)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count stored messages: %w", err)
+	}
+	return n, nil
+}
+
 // rebuild indexes every stored message and records watermark upTo (read
 // before the scan: later changes are replayed after it, idempotently).
+// An index that was behind may hold documents of messages deleted since:
+// the rebuild writes every stored message, then deletes the rest.
 func (ix *indexer) rebuild(ctx context.Context, upTo uint64) error {
-	ix.log.Warn("rebuilding the full-text index from the store")
-	_, err := ix.rebuildWith(ctx, upTo, func(int) {})
-	return err
+	if _, err := ix.rebuildWith(ctx, upTo, func(int) {}); err != nil {
+		return err
+	}
+	docs, ok := ix.index.(DocLister)
+	if !ok {
+		return nil
+	}
+	var extra []*Message
+	err := docs.ForEachDoc(ctx, func(d IndexDoc) error {
+		extra = append(extra, &Message{ID: d.ID, Tenant: d.Tenant, SessionID: d.SessionID})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list index documents: %w", err)
+	}
+	stored := make(map[string]bool, len(extra))
+	err = scanMessages(ctx, ix.store, func(m *Message) error {
+		stored[m.ID] = true
+		return nil
+	}, func(d *DamagedRecord) { stored[d.MessageID] = true })
+	if err != nil {
+		return fmt.Errorf("read store: %w", err)
+	}
+	extra = slices.DeleteFunc(extra, func(m *Message) bool { return stored[m.ID] })
+	if len(extra) == 0 {
+		return nil
+	}
+	ix.log.Info("deleting index documents of messages the store no longer has", "count", len(extra))
+	if err := ix.index.Apply(ctx, IndexBatch{Deletes: extra, Watermark: upTo}); err != nil {
+		return fmt.Errorf("delete stale index documents: %w", err)
+	}
+	return nil
 }
 
 // rebuildWith is rebuild telling done how many messages each batch indexed.
 func (ix *indexer) rebuildWith(ctx context.Context, upTo uint64, done func(int)) (int, error) {
-	n, err := inBatches(func(fn func(*Message) error) error { return ix.store.ForEachMessage(ctx, fn) },
+	start := time.Now()
+	indexed := 0
+	total, err := ix.storedMessages(ctx)
+	if err != nil {
+		return 0, err
+	}
+	// A damaged record is left out and logged, not a reason to refuse to
+	// start: verify reports it, and the rest of the store is served.
+	scan := func(fn func(*Message) error) error {
+		return scanMessages(ctx, ix.store, fn, func(d *DamagedRecord) {
+			ix.log.Error("damaged record left out of the index (run ctxd verify)", "err", d)
+		})
+	}
+	n, err := inBatches(scan,
 		func(batch []*Message) error {
 			if err := ix.index.Apply(ctx, IndexBatch{Upserts: batch, Watermark: upTo}); err != nil {
 				return err
 			}
-			ix.log.Debug("rebuilding index", "batch", len(batch))
+			indexed += len(batch)
+			// Info, not Debug: a rebuild of a large store takes minutes
+			// before the server answers, and the operator should see it move.
+			ix.log.Info("rebuilding index", "indexed", indexed, "of", total)
 			done(len(batch))
 			return nil
 		})
@@ -223,7 +325,7 @@ func (ix *indexer) rebuildWith(ctx context.Context, upTo uint64, done func(int))
 		return n, fmt.Errorf("rebuild index: %w", err)
 	}
 	ix.watermark.Store(upTo)
-	ix.log.Info("index rebuilt", "messages", n)
+	ix.log.Info("index rebuilt", "messages", n, "took", time.Since(start).Round(time.Millisecond))
 	return n, nil
 }
 

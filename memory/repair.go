@@ -125,9 +125,25 @@ func (a *Admin) repairIndex(ctx context.Context, byKind map[string][]Finding) er
 }
 
 // repairCold rewrites each session's mirror file named by a finding from the
-// store's cold messages, and removes the files of sessions the store lacks.
+// store's cold messages, and removes the files of sessions the store lacks,
+// unless the store has no session at all: then it was lost, not emptied,
+// and the mirror files are the last copy of the cold originals (`ctxd
+// restore-cold` brings them back).
 func (a *Admin) repairCold(ctx context.Context, findings []Finding) error {
+	tenants, err := a.Store.Tenants(ctx)
+	if err != nil {
+		return fmt.Errorf("list tenants: %w", err)
+	}
+	keepOrphans := len(tenants) == 0
 	done := map[sessionKey]bool{}
+	for _, f := range findings {
+		// A session with a damaged record keeps its mirror file as it is:
+		// its lines may be the last good copy, and rewriting it would need
+		// the record.
+		if f.Kind == FindRecordDamaged {
+			done[sessionKey{f.Tenant, f.SessionID}] = true
+		}
+	}
 	for _, f := range findings {
 		k := sessionKey{f.Tenant, f.SessionID}
 		if done[k] {
@@ -135,6 +151,11 @@ func (a *Admin) repairCold(ctx context.Context, findings []Finding) error {
 		}
 		switch f.Kind {
 		case FindColdOrphan:
+			if keepOrphans {
+				a.logger().Warn("the store has no sessions: keeping the cold mirror file of a session it lacks (restore it with ctxd restore-cold)",
+					"tenant", f.Tenant, "session", f.SessionID)
+				continue
+			}
 			if err := a.Cold.Remove(f.Tenant, f.SessionID); err != nil {
 				return err
 			}

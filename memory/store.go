@@ -221,3 +221,18 @@ type SessionTx interface {
 	// message ids, in this transaction.
 	WriteKeysTx
 }
+
+// DamageScanner is a Store that can read past damaged records: verify and
+// the index rebuild use it, when the store has it, so one damaged record is
+// reported instead of stopping them.
+type DamageScanner interface {
+	// ScanMessages is ForEachMessage that hands each damaged record to
+	// damaged instead of failing, and goes on.
+	ScanMessages(ctx context.Context, fn func(*Message) error, damaged func(*DamagedRecord)) error
+}
+
+// StoreChecker is a Store that can check its own file's structure.
+type StoreChecker interface {
+	// Check returns the problems of the store's file, nil if none.
+	Check() error
+}

@@ -23,6 +23,9 @@ const (
 	FindColdTorn      = "cold_torn"        // a mirror file ends in a cut line
 	FindColdBad       = "cold_unreadable"  // a mirror file has lines that do not parse
 	FindColdOrphan    = "cold_orphan_file" // a mirror file for a session the store does not have
+	FindIndexUnusable = "index_unusable"   // the index cannot be opened (missing, corrupt)
+	FindStoreCorrupt  = "store_corrupt"    // the store file's structure is damaged (bbolt's check, a page that cannot be read)
+	FindRecordDamaged = "record_damaged"   // a message record fails its checksum or does not decode
 )
 
 // Finding is one inconsistency between the store (the truth) and a copy.
@@ -91,11 +94,13 @@ type storeScan struct {
 	sessions map[sessionKey]bool            // every stored session
 	cold     map[sessionKey]map[string]bool // per session: ids that went cold (Cold set)
 	coldNow  map[sessionKey]int             // per session: messages in a cold state
+	damaged  []*DamagedRecord               // records that could not be read
+	bad      map[string]bool                // ids of damaged records, when known
 }
 
 func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 	sc := &storeScan{msgs: map[string]*storedMsg{}, sessions: map[sessionKey]bool{},
-		cold: map[sessionKey]map[string]bool{}, coldNow: map[sessionKey]int{}}
+		cold: map[sessionKey]map[string]bool{}, coldNow: map[sessionKey]int{}, bad: map[string]bool{}}
 	p := a.progress()
 	p.Begin("reading the store", 0)
 	defer p.End()
@@ -105,7 +110,7 @@ func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	err := a.Store.ForEachMessage(ctx, func(m *Message) error {
+	err := scanMessages(ctx, a.Store, func(m *Message) error {
 		sm := &storedMsg{msgRef: msgRef{m.ID, m.Tenant, m.SessionID}, State: m.State, VecDim: -1}
 		sc.msgs[m.ID] = sm
 		sc.order = append(sc.order, m.ID)
@@ -121,6 +126,11 @@ func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 		}
 		p.Add(1)
 		return nil
+	}, func(d *DamagedRecord) {
+		sc.damaged = append(sc.damaged, d)
+		if d.MessageID != "" {
+			sc.bad[d.MessageID] = true
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read messages: %w", err)
@@ -137,16 +147,47 @@ func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 	return sc, nil
 }
 
+// scanMessages is the store's ScanMessages when it has one, else
+// ForEachMessage (which stops at the first damaged record).
+func scanMessages(ctx context.Context, st Store, fn func(*Message) error, damaged func(*DamagedRecord)) error {
+	if ds, ok := st.(DamageScanner); ok {
+		return ds.ScanMessages(ctx, fn, damaged)
+	}
+	return st.ForEachMessage(ctx, fn)
+}
+
 // Verify compares the store with the full-text index, the vectors and the
-// cold mirror, and reports every difference. It changes nothing.
+// cold mirror, and reports every difference. It changes nothing. Damage to
+// the store itself (its file's structure, a record that fails its
+// checksum) is reported too, as findings: a store whose pages cannot be
+// read is reported without the comparisons that would need them.
 func (a *Admin) Verify(ctx context.Context) (*VerifyReport, error) {
+	rep := &VerifyReport{}
+	if c, ok := a.Store.(StoreChecker); ok {
+		if err := c.Check(); err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				rep.Findings = append(rep.Findings, Finding{Kind: FindStoreCorrupt, Detail: line})
+			}
+		}
+	}
 	sc, err := a.scanStore(ctx)
+	if ErrorCode(err) == EDAMAGED {
+		rep.Findings = append(rep.Findings, Finding{Kind: FindStoreCorrupt, Detail: err.Error()})
+		return rep, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	rep := &VerifyReport{Sessions: len(sc.sessions), Messages: len(sc.msgs)}
+	rep.Sessions, rep.Messages = len(sc.sessions), len(sc.msgs)
+	for _, d := range sc.damaged {
+		rep.add(FindRecordDamaged, msgRef{d.MessageID, d.Tenant, d.SessionID}, "record at seq %d: %v", d.Seq, d.Err)
+	}
 	if err := a.verifyVectors(ctx, sc, rep); err != nil {
 		return nil, err
+	}
+	if a.IndexErr != nil {
+		rep.Findings = append(rep.Findings, Finding{Kind: FindIndexUnusable,
+			Detail: fmt.Sprintf("%v: a server start or --repair rebuilds it from the store", a.IndexErr)})
 	}
 	if a.Index != nil {
 		if err := a.verifyIndex(ctx, sc, rep); err != nil {
@@ -170,7 +211,7 @@ func (a *Admin) verifyVectors(ctx context.Context, sc *storeScan, rep *VerifyRep
 		m := sc.msgs[id]
 		switch {
 		case m.VecDim < 0:
-			rep.add(FindVectorMissing, m.msgRef, "message has no vector")
+			rep.add(FindVectorMissing, m.msgRef, "message has no vector, or its vector record is damaged")
 			continue
 		case dim > 0 && m.VecDim != dim:
 			rep.add(FindVectorDim, m.msgRef, "vector has %d dimensions, the data dir's model %d", m.VecDim, dim)
@@ -195,7 +236,11 @@ func (a *Admin) verifyIndex(ctx context.Context, sc *storeScan, rep *VerifyRepor
 	if err != nil {
 		return err
 	}
-	skip := func(r msgRef) bool { return pend.msgs[r.ID] || pend.sessions[sessionKey{r.Tenant, r.SessionID}] }
+	// A damaged record's document is neither extra nor stale: the record
+	// is what is wrong, and it is reported once, as record_damaged.
+	skip := func(r msgRef) bool {
+		return pend.msgs[r.ID] || pend.sessions[sessionKey{r.Tenant, r.SessionID}] || sc.bad[r.ID]
+	}
 	seen := make(map[string]bool, len(sc.msgs))
 	p := a.progress()
 	p.Begin("reading the index", len(sc.msgs))
@@ -349,7 +394,8 @@ func (a *Admin) verifyColdSession(ctx context.Context, sc *storeScan, k sessionK
 	}
 	seen := map[string]bool{}
 	for _, l := range file.Lines {
-		if !sc.cold[k][l.ID] && !seen[l.ID] {
+		// The line of a damaged record may be its last good copy.
+		if !sc.cold[k][l.ID] && !seen[l.ID] && !sc.bad[l.ID] {
 			seen[l.ID] = true
 			rep.add(FindColdStale, msgRef{l.ID, k.Tenant, k.ID}, "mirror line names no stored cold message")
 		}

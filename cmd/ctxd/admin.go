@@ -10,7 +10,7 @@ import (
 
 // addAdminCommands adds the offline verbs that work on a stopped server's data dir.
 func addAdminCommands(root *cobra.Command) {
-	root.AddCommand(newReindexCmd(), newExportCmd(), newImportCmd(), newVerifyCmd())
+	root.AddCommand(newReindexCmd(), newExportCmd(), newImportCmd(), newVerifyCmd(), newRestoreColdCmd())
 }
 
 // adminFlags are the serve flags an admin verb uses: where the data dir is,

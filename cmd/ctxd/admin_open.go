@@ -23,6 +23,10 @@ const (
 	indexNone  indexUse = iota // export: the store is enough
 	indexOpen                  // verify, import: as it is (a corrupt one is moved aside)
 	indexFresh                 // reindex: removed and made anew
+	// indexRead is verify without --repair: the whole data dir is opened
+	// read-only (store, index, cold mirror); an index that cannot be
+	// opened is reported, not moved aside.
+	indexRead
 )
 
 // dataDir is a data dir opened for an offline admin verb: the store first,
@@ -41,26 +45,40 @@ type dataDir struct {
 func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, progress memory.Progress) (*dataDir, error) {
 	d := &dataDir{dir: cfg.DataDir, log: newLogger(cfg, os.Stderr)}
 	if !create {
-		if _, err := os.Stat(storePath(cfg.DataDir)); errors.Is(err, fs.ErrNotExist) {
+		st, err := os.Stat(storePath(cfg.DataDir))
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("data dir %s has no store (%s): is it a ctxd data dir?", cfg.DataDir, storePath(cfg.DataDir))
+		}
+		// Opening it would write a new, empty store over the evidence.
+		if err == nil && st.Size() == 0 {
+			return nil, fmt.Errorf("data dir %s has an empty store (%s is 0 bytes): restore it from a backup, or bring the cold originals back with `ctxd restore-cold`",
+				cfg.DataDir, storePath(cfg.DataDir))
 		}
 	}
 	var err error
-	if d.store, err = boltstore.Open(storePath(cfg.DataDir), false); err != nil {
+	readOnly := use == indexRead
+	if d.store, err = boltstore.Open(storePath(cfg.DataDir), readOnly); err != nil {
 		return nil, err
 	}
-	if err := d.openIndex(cfg, use); err != nil {
+	var indexErr error
+	if err := d.openIndex(cfg, use); (readOnly && errors.Is(err, index.ErrCorrupt)) || errors.Is(err, index.ErrMissing) {
+		indexErr = err // verify reports it
+	} else if err != nil {
 		d.Close()
 		return nil, err
 	}
-	if d.cold, err = coldstore.Open(coldPath(cfg.DataDir)); err != nil {
+	openCold := coldstore.Open
+	if readOnly {
+		openCold = coldstore.OpenReadOnly
+	}
+	if d.cold, err = openCold(coldPath(cfg.DataDir)); err != nil {
 		d.Close()
 		return nil, err
 	}
 	m := NewMain(cfg)
 	m.Logger = d.log
 	d.admin = &memory.Admin{Store: d.store, Cold: coldstore.Mirror{Store: d.cold}, Logger: d.log, Progress: progress,
-		Embedder: m.openEmbedder}
+		Embedder: m.openEmbedder, IndexErr: indexErr}
 	if d.index != nil {
 		d.admin.Index, d.admin.Docs = d.index, d.index
 	}
@@ -77,6 +95,9 @@ func (d *dataDir) openIndex(cfg Config, use indexUse) error {
 		return err
 	}
 	switch use {
+	case indexRead:
+		opts.Texts, opts.ReadOnly = d.store, true
+		d.index, err = index.Open(dir, opts)
 	case indexFresh:
 		if err := index.Remove(dir); err != nil {
 			return err

@@ -20,14 +20,21 @@ func newVerifyCmd() *cobra.Command {
 		Short: "Compare the store with the index, the vectors and the cold mirror (server stopped)",
 		Long: "Compare a stopped server's store, the truth, with the full-text index (missing, extra and stale " +
 			"documents), the vectors (missing, wrong length) and the cold mirror files (missing, stale, torn or " +
-			"unreadable lines). Prints one line per inconsistency and a summary; exits 0 when consistent and 1 " +
-			"when inconsistencies remain. --repair fixes what it can from the store, then verifies again.",
+			"unreadable lines), and checks the store itself (its file's structure, each record's checksum). Prints one " +
+			"line per inconsistency and a summary; exits 0 when consistent and 1 when inconsistencies remain. " +
+			"Without --repair it only reads. --repair fixes what it can from the store, then verifies again.",
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().BoolVar(&repair, "repair", false, "fix what can be fixed from the store, then verify again")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return adminCmd(cmd, func(ctx context.Context, cmd *cobra.Command, cfg Config, _ []string) error {
-		d, err := openDataDir(ctx, cfg, indexOpen, false, newProgress())
+		// Without --repair nothing is opened for writing: verify must
+		// leave the data dir as it found it, damage included.
+		use := indexRead
+		if repair {
+			use = indexOpen
+		}
+		d, err := openDataDir(ctx, cfg, use, false, newProgress())
 		if err != nil {
 			return err
 		}

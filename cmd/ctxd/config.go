@@ -36,6 +36,7 @@ type Config struct {
 	EmbedBatch         int
 	EmbedTimeout       time.Duration
 	Reembed            bool
+	AllowEmptyStore    bool
 	Fusion             string
 	VectorWeight       float64
 	ExpansionWeight    float64
@@ -92,6 +93,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.IntVar(&c.EmbedBatch, "embed-batch", 64, "texts per embeddings request")
 	fs.DurationVar(&c.EmbedTimeout, "embed-timeout", 30*time.Second, "timeout of one embeddings request")
 	fs.BoolVar(&c.Reembed, "reembed", false, "re-embed every stored message when the data dir was embedded by another model")
+	fs.BoolVar(&c.AllowEmptyStore, "allow-empty-store", false, "start with a missing or empty store even though the data dir's index or cold mirror holds data (otherwise start refuses: the store was lost)")
 	fs.StringVar(&c.Fusion, "fusion", "", "hybrid search fusion: minmax or rrf (default: the index's measured default)")
 	fs.Float64Var(&c.VectorWeight, "vector-weight", 0, "weight of the vector side in hybrid search, 0..1 (0: the index's default)")
 	fs.Float64Var(&c.ExpansionWeight, "expansion-weight", defaultExpansionWeight, "weight of query expansion words (a query word's nearest GloVe words) in full-text search, against 1 for the query's own words; 0: off")

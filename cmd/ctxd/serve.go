@@ -114,8 +114,28 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		}
 	}()
 	cfg := m.Config
+	empty, err := storeFileEmpty(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if empty { // checked before opening, which would write a new store
+		if err := refuseLostStore(m.Logger, cfg.DataDir, cfg.AllowEmptyStore); err != nil {
+			return err
+		}
+	}
 	if m.Store, err = boltstore.Open(storePath(cfg.DataDir), false); err != nil {
 		return err
+	}
+	if !empty {
+		// A new store a start before this one wrote in place of the lost one.
+		if empty, err = storeIsNew(ctx, m.Store); err != nil {
+			return err
+		}
+		if empty {
+			if err := refuseLostStore(m.Logger, cfg.DataDir, cfg.AllowEmptyStore); err != nil {
+				return err
+			}
+		}
 	}
 	if err := m.Store.ReserveDisk(cfg.DiskReserve, cfg.DiskReservePct); err != nil {
 		return err

@@ -54,7 +54,7 @@ func (c *decodeCache) decode(tx *bolt.Tx, key, raw []byte) (*memory.Message, err
 	if m := c.get(key, raw); m != nil {
 		return m, nil
 	}
-	m, err := decodeMessage(tx, raw)
+	m, err := decodeMessage(tx, key, raw)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func TestDecodeCacheBounded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := decodeMessage(nil, raw)
+			want, _ := decodeMessage(nil, nil, raw)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("round %d, record %d: %+v, want %+v", round, i, got, want)
 			}

@@ -15,11 +15,31 @@ import (
 // says so, not an internal error, and nothing of the transaction is kept.
 // Every write goes through here, so every one lays out the file the same
 // way (layoutTx).
-func (s *Store) update(fn func(*bolt.Tx) error) error {
+func (s *Store) update(fn func(*bolt.Tx) error) (err error) {
+	defer recoverPage(&err)
 	return diskError(s.db.Update(func(tx *bolt.Tx) error {
 		layoutTx(tx)
 		return fn(tx)
 	}))
+}
+
+// view runs fn in a read transaction.
+func (s *Store) view(fn func(*bolt.Tx) error) (err error) {
+	defer recoverPage(&err)
+	return s.db.View(fn)
+}
+
+// recoverPage turns a panic of bbolt into an error. bbolt panics on a
+// damaged page (an id past the end of the file, a page of the wrong type)
+// instead of failing; its View and Update roll the transaction back on the
+// way out, so the store stays usable and only the requests that touch that
+// page fail, with an answer that says why, instead of the process dying or
+// a bare 500.
+func recoverPage(err *error) {
+	if r := recover(); r != nil {
+		*err = &memory.Error{Code: memory.EDAMAGED,
+			Message: fmt.Sprintf("the store file is damaged (%v); `ctxd verify` on the stopped server reports what", r)}
+	}
 }
 
 func diskError(err error) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -98,7 +99,7 @@ func putMessage(tx *bolt.Tx, m, old *memory.Message) error {
 // Messages lists a session's messages in order.
 func (s *Store) Messages(ctx context.Context, tenant, sessionID string, q memory.MessageQuery) ([]*memory.Message, error) {
 	var out []*memory.Message
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if err := sessionExists(tx, tenant, sessionID); err != nil {
 			return err
 		}
@@ -171,7 +172,7 @@ func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, 
 func (s *Store) MessagesByID(ctx context.Context, tenant string, ids []string, withVectors bool) ([]*memory.Message, error) {
 	out := make([]*memory.Message, 0, len(ids))
 	tenantPrefix := append([]byte(tenant), 0)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		idb, msgs, vecs := tx.Bucket(bucketIDs), tx.Bucket(bucketMessages), tx.Bucket(bucketVectors)
 		for _, id := range ids {
 			key := idb.Get([]byte(id))
@@ -184,7 +185,7 @@ func (s *Store) MessagesByID(ctx context.Context, tenant string, ids []string, w
 			}
 			m, err := s.decoded.decode(tx, key, v)
 			if err != nil {
-				return err
+				return withID(err, id)
 			}
 			if withVectors {
 				if vb := vecs.Get([]byte(id)); vb != nil {
@@ -205,7 +206,7 @@ func (s *Store) MessagesByID(ctx context.Context, tenant string, ids []string, w
 // Changes returns change-log entries after a seq.
 func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]memory.Change, error) {
 	var out []memory.Change
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketChanges).Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil; k, v = c.Next() {
 			var ch memory.Change
@@ -225,7 +226,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]memory.
 // LastSeq is the newest change's seq (the bucket's sequence survives trims).
 func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
 	var seq uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		seq = tx.Bucket(bucketChanges).Sequence()
 		return nil
 	})
@@ -252,13 +253,21 @@ func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
 
 // ForEachVector calls fn for every message with a vector, with the fields
 // the vector index needs (no content), read from the vector records alone.
+// A damaged vector record is skipped: see below.
 func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error) error {
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketVectors).ForEach(func(k, v []byte) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			m, err := decodeVectorRecord(string(k), v)
+			var d *memory.DamagedRecord
+			if errors.As(err, &d) {
+				// Skipped rather than failing the start-up that loads
+				// vectors: the message then has none, which verify reports
+				// (vector_missing) and --repair embeds again.
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -269,13 +278,13 @@ func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) erro
 
 // ForEachMessage calls fn for every message of every tenant, with its vector.
 func (s *Store) ForEachMessage(ctx context.Context, fn func(*memory.Message) error) error {
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.view(func(tx *bolt.Tx) error {
 		vecs := tx.Bucket(bucketVectors)
 		return tx.Bucket(bucketMessages).ForEach(func(k, v []byte) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			m, err := decodeMessage(tx, v)
+			m, err := decodeMessage(tx, k, v)
 			if err != nil {
 				return err
 			}
@@ -301,7 +310,7 @@ func (s *Store) ReplaceVectors(ctx context.Context, vectors map[string][]float32
 			if key == nil {
 				continue
 			}
-			m, err := decodeMessage(tx, msgs.Get(key))
+			m, err := decodeMessage(tx, key, msgs.Get(key))
 			if err != nil {
 				return err
 			}
@@ -320,7 +329,7 @@ func (s *Store) ReplaceVectors(ctx context.Context, vectors map[string][]float32
 // Meta reads a store-wide setting.
 func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 	var v string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		v = string(tx.Bucket(bucketMeta).Get([]byte(key)))
 		return nil
 	})
@@ -341,5 +350,5 @@ type recordDecoder func(k, v []byte) (*memory.Message, error)
 // transactions, whose callers change what they read, and for full scans,
 // which would push the windows out of the cache.
 func uncachedDecoder(tx *bolt.Tx) recordDecoder {
-	return func(_, v []byte) (*memory.Message, error) { return decodeMessage(tx, v) }
+	return func(k, v []byte) (*memory.Message, error) { return decodeMessage(tx, k, v) }
 }

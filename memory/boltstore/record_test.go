@@ -141,7 +141,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			if apart := ref != nil; apart != (want.ID == "cold") {
 				t.Errorf("%s: prompt kept apart %v", want.ID, apart)
 			}
-			got, err := decodeMessage(tx, raw)
+			got, err := decodeMessage(tx, nil, raw)
 			if err != nil {
 				return err
 			}
@@ -156,11 +156,11 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	// Left uncompressed when zstd would not make it smaller.
 	js, _ := json.Marshal(cases[0])
-	if got, err := decodeMessage(nil, append([]byte{recordV1, 0}, js...)); err != nil || !reflect.DeepEqual(got, cases[0]) {
+	if got, err := decodeMessage(nil, nil, append([]byte{recordV1, 0}, js...)); err != nil || !reflect.DeepEqual(got, cases[0]) {
 		t.Errorf("uncompressed record: %+v, %v", got, err)
 	}
 	for _, bad := range [][]byte{nil, {recordV1}, {recordV1, 0x80}, {recordV1, flagPromptApart, 1, 2}, {7, 0, '{', '}'}, {recordV1, flagZstd, 1, 2, 3}} {
-		if _, err := decodeMessage(nil, bad); err == nil {
+		if _, err := decodeMessage(nil, nil, bad); err == nil {
 			t.Errorf("damaged record %v decoded", bad)
 		}
 	}
@@ -396,7 +396,7 @@ func TestStoreSizeOnAgentCorpus(t *testing.T) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMessages).ForEach(func(_, v []byte) error {
 			records += len(v)
-			m, err := decodeMessage(tx, v)
+			m, err := decodeMessage(tx, nil, v)
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,7 @@ import (
 // Session returns one session.
 func (s *Store) Session(ctx context.Context, tenant, id string) (*memory.Session, error) {
 	var sess *memory.Session
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		sess, err = getSession(tx, tenant, id)
 		return err
@@ -24,7 +24,7 @@ func (s *Store) Session(ctx context.Context, tenant, id string) (*memory.Session
 // Sessions lists a tenant's sessions in id order, after the id `after`.
 func (s *Store) Sessions(ctx context.Context, tenant, after string, limit int) ([]*memory.Session, error) {
 	var out []*memory.Session
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		prefix := sessionKey(tenant, "")
 		c := tx.Bucket(bucketSessions).Cursor()
 		k, v := c.Seek(sessionKey(tenant, after))
@@ -82,19 +82,29 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 		prefix := messagePrefix(tenant, id)
 		// Collect first: deleting under a bbolt cursor skips keys.
 		var keys [][]byte
+		var damagedKeys map[string]bool
 		c := msgs.Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			m, err := decodeMessage(tx, v)
-			if err != nil {
-				return err
-			}
 			keys = append(keys, append([]byte(nil), k...))
+			m, err := decodeMessage(tx, k, v)
+			if err != nil {
+				// Deleting the session is how a damaged record goes away:
+				// its id is found from the ids bucket below instead.
+				if damagedKeys == nil {
+					damagedKeys = map[string]bool{}
+				}
+				damagedKeys[string(k)] = true
+				continue
+			}
 			if err := ids.Delete([]byte(m.ID)); err != nil {
 				return fmt.Errorf("delete id %s: %w", m.ID, err)
 			}
 			if err := vecs.Delete([]byte(m.ID)); err != nil {
 				return fmt.Errorf("delete vector %s: %w", m.ID, err)
 			}
+		}
+		if err := deleteIDsOf(ids, vecs, damagedKeys); err != nil {
+			return err
 		}
 		for _, k := range keys {
 			if err := msgs.Delete(k); err != nil {
@@ -121,11 +131,39 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 	})
 }
 
+// deleteIDsOf deletes the id and vector entries of the message records at
+// keys (records too damaged to read their id from): a scan of every id, so
+// only for the rare damaged record.
+func deleteIDsOf(ids, vecs *bolt.Bucket, keys map[string]bool) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	var gone [][]byte
+	err := ids.ForEach(func(id, key []byte) error {
+		if keys[string(key)] {
+			gone = append(gone, bytes.Clone(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("find ids of damaged records: %w", err)
+	}
+	for _, id := range gone {
+		if err := ids.Delete(id); err != nil {
+			return fmt.Errorf("delete id %s: %w", id, err)
+		}
+		if err := vecs.Delete(id); err != nil {
+			return fmt.Errorf("delete vector %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
 // Tenants lists the tenants that have sessions, skipping over each tenant's
 // sessions with one seek.
 func (s *Store) Tenants(ctx context.Context) ([]string, error) {
 	var out []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketSessions).Cursor()
 		for k, _ := c.First(); k != nil; {
 			i := bytes.IndexByte(k, 0)

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
@@ -111,23 +112,8 @@ func (s *Store) Path() string { return s.path }
 // Size is the store file's size in bytes.
 func (s *Store) Size() int64 {
 	var n int64
-	_ = s.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	_ = s.view(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
 	return n
-}
-
-// Check runs bbolt's consistency check and checks that every kept-apart
-// prompt is counted by exactly the records that name it; it returns the
-// first problem.
-func (s *Store) Check() error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			return fmt.Errorf("store check: %w", err)
-		}
-		if err := checkPrompts(tx); err != nil {
-			return fmt.Errorf("store check: %w", err)
-		}
-		return nil
-	})
 }
 
 func sessionKey(tenant, id string) []byte {
@@ -165,12 +151,15 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // A vector record carries what the vector index needs besides the vector
 // (session, state, time, role, kind), so start-up loads vectors without
 // decoding every message's JSON: version byte, state byte, role byte, flags
-// byte (version 2: bit 0 a summary), created_at (Unix ns, 8 bytes), tenant
-// and session (uvarint length + bytes), then the vector: version 3 (written
-// now) as a float32 scale little-endian and one int8 code per dimension
-// (component = code * scale, scale = max|component| / 127); versions 1 and
-// 2 as float32s little-endian. Version 1 records have no flags byte; read,
-// their kind is unknown (plain).
+// byte (versions 2 and up: bit 0 a summary), created_at (Unix ns, 8
+// bytes), tenant and session (uvarint length + bytes), then the vector:
+// versions 1 to 3 as float32s little-endian, version 4 (written now) as a
+// float32 scale little-endian and one int8 code per dimension (component =
+// code * scale, scale = max|component| / 127). Version 1 records have no
+// flags byte; read, their kind is unknown (plain). Versions 3 and 4 end in
+// a CRC-32C of everything before it (4 bytes, big-endian), as message
+// records carry one (record.go): a changed byte of a vector would otherwise
+// rank the message wrongly, silently.
 //
 // int8 codes are a quarter of the bytes: float32 vectors were a quarter of
 // a replayed coding agent's data dir (0.6 bytes per byte of content), and
@@ -179,8 +168,8 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // messages' relevance. The vector index's in-memory rows are float32 from
 // the embedder until a restart loads the dequantised ones.
 const (
-	vectorRecordVersion = 3
-	vectorFloat32       = 2 // the last version that wrote float32s
+	vectorRecordVersion = 4
+	vectorFirstCRC      = 3 // the first version with a checksum
 )
 
 const vectorFlagSummary = 1
@@ -210,7 +199,7 @@ func encodeVector(m *memory.Message) []byte {
 		}
 		b = append(b, byte(int8(max(-127, min(127, c)))))
 	}
-	return b
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 // decodeVectorRecord fills id, tenant, session, state, role, kind (version
@@ -246,14 +235,24 @@ type vectorHeader struct {
 	summary         bool
 	tenant, session []byte
 	vector          []byte
-	quantised       bool // vector is a scale and int8 codes (version 3)
+	quantised       bool // vector is a scale and int8 codes (version 4)
 }
 
 func readVectorHeader(id string, b []byte) (vectorHeader, error) {
-	bad := fmt.Errorf("vector record %s is damaged", id)
+	bad := &memory.DamagedRecord{MessageID: id, Err: errors.New("vector record does not decode")}
 	h := vectorHeader{head: 3} // version 1: no flags byte
-	if len(b) > 0 && b[0] >= vectorFloat32 {
+	if len(b) > 0 && b[0] >= 2 {
 		h.head = 4
+	}
+	if len(b) > 0 && b[0] >= vectorFirstCRC {
+		if len(b) < crcLen {
+			return h, bad
+		}
+		body := b[:len(b)-crcLen]
+		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[len(b)-crcLen:]) {
+			return h, &memory.DamagedRecord{MessageID: id, Err: fmt.Errorf("vector record: %w", errChecksum)}
+		}
+		b = body
 	}
 	if len(b) < h.head+8 || b[0] < 1 || b[0] > vectorRecordVersion {
 		return h, bad

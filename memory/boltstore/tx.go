@@ -64,9 +64,9 @@ func (t *sessionTx) Message(id string) (*memory.Message, error) {
 	if key == nil || !bytes.HasPrefix(key, messagePrefix(t.sess.Tenant, t.sess.ID)) {
 		return nil, memory.Errorf(memory.ENOTFOUND, "message %s not found in session %s", id, t.sess.ID)
 	}
-	m, err := decodeMessage(t.tx, t.tx.Bucket(bucketMessages).Get(key))
+	m, err := decodeMessage(t.tx, key, t.tx.Bucket(bucketMessages).Get(key))
 	if err != nil {
-		return nil, err
+		return nil, withID(err, id)
 	}
 	if vb := t.tx.Bucket(bucketVectors).Get([]byte(id)); vb != nil {
 		if m.Vector, err = decodeVector(id, vb); err != nil {

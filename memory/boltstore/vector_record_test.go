@@ -55,7 +55,7 @@ func TestVectorRecordVersions(t *testing.T) {
 		t.Errorf("version 2 record decoded as %+v", got)
 	}
 	v3 := encodeVector(&memory.Message{Tenant: "t", SessionID: "s", Vector: []float32{1, 2}})
-	for _, bad := range [][]byte{nil, {4, 0, 0, 0}, v1[:5], append(slices.Clone(v1), 0), v3[:len(v3)-3], append(slices.Clone(v2), 0)} {
+	for _, bad := range [][]byte{nil, {5, 0, 0, 0}, v1[:5], append(slices.Clone(v1), 0), v3[:len(v3)-3], append(slices.Clone(v2), 0)} {
 		if _, err := decodeVectorRecord("bad", bad); err == nil {
 			t.Errorf("damaged record %v decoded", bad)
 		}

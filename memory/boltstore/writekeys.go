@@ -58,7 +58,7 @@ func getWriteRecord(tx *bolt.Tx, tenant, session, key string) (*memory.WriteReco
 // WriteKey returns the record of a session's write with an idempotency key.
 func (s *Store) WriteKey(ctx context.Context, tenant, sessionID, key string) (*memory.WriteRecord, error) {
 	var rec *memory.WriteRecord
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		rec, err = getWriteRecord(tx, tenant, sessionID, key)
 		return err
@@ -69,7 +69,7 @@ func (s *Store) WriteKey(ctx context.Context, tenant, sessionID, key string) (*m
 // MessagesByClientID returns the session's messages with these client ids.
 func (s *Store) MessagesByClientID(ctx context.Context, tenant, sessionID string, clientIDs []string) (map[string]*memory.Message, error) {
 	out := map[string]*memory.Message{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		cb := tx.Bucket(bucketClient)
 		if cb == nil {
 			return nil
