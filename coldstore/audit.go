@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ctxd/ctxd/internal/clip"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -52,11 +51,20 @@ func (m Mirror) Fingerprint(msg *memory.Message) (string, error) {
 
 // fingerprint encodes a chunk the same way whether it was read from a file
 // (metadata numbers as json.Number) or made from a stored message (float64):
-// both encode to the same text for the same value. Of the prompt it takes
-// what a clipped prompt and the whole one share, so lines written before
-// lines clipped it still match the store.
+// both encode to the same text for the same value.
+//
+// It leaves out how the chunk went cold (reason, score, threshold, prompt,
+// summary): a line is written once, when its message first goes cold, and
+// a message dropped again after a recovery, or released by a rolled
+// summary, changes those in the store but keeps its line. Compared, every
+// rolled summary's sources read as stale (272 lines of one session after
+// 150 turns in a 1,200-token window, no crash needed). What a line must
+// keep true is the message and its retention: ids, content, role, tokens,
+// name, metadata, version, when it was written, first dropped and
+// recoverable until (a re-drop keeps the first two; an edit or purge
+// rewrites the file).
 func fingerprint(c Chunk) (string, error) {
-	c.PromptAtDrop = clip.Head(c.PromptAtDrop, maxLinePrompt)
+	c.DropReason, c.RelevanceScore, c.Threshold, c.PromptAtDrop, c.SummaryID = "", 0, 0, "", ""
 	b, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("fingerprint chunk %s: %w", c.ChunkID, err)

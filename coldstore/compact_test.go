@@ -102,8 +102,8 @@ junk
 	}
 }
 
-// A line quotes the start of a long prompt; verify still matches lines
-// written whole before, and lines written clipped, against the store.
+// A line quotes the start of a long prompt; verify matches lines written
+// whole before, and lines written clipped, against the store.
 func TestLinePromptClipped(t *testing.T) {
 	long := strings.Repeat("é", 1000) // 2,000 bytes
 	msg := &memory.Message{ID: "m1", Tenant: "t", SessionID: "s", Content: "c",
@@ -123,9 +123,21 @@ func TestLinePromptClipped(t *testing.T) {
 			t.Fatalf("fingerprint of a line with a %d-byte prompt differs from the store's: %v", len(line.PromptAtDrop), err)
 		}
 	}
-	other := c
-	other.PromptAtDrop = "another prompt"
-	if fp, _ := fingerprint(other); fp == fromStore {
-		t.Fatal("a line with another prompt matches")
+	// A line tells how its message first went cold; dropped again (another
+	// prompt, reason, score) or released by a rolled summary, it still
+	// agrees with the store. Its content and retention must.
+	redropped := c
+	redropped.PromptAtDrop, redropped.DropReason, redropped.RelevanceScore, redropped.SummaryID = "another prompt", memory.ReasonSummaryRolled, 0.7, "sum1"
+	if fp, _ := fingerprint(redropped); fp != fromStore {
+		t.Fatal("a line of the first drop differs from the store's after another drop")
+	}
+	edited := c
+	edited.Content = "c, edited"
+	retention := c
+	retention.RecoverableUntil = time.Unix(1, 0)
+	for _, line := range []Chunk{edited, retention} {
+		if fp, _ := fingerprint(line); fp == fromStore {
+			t.Fatalf("a line with other content or retention matches: %+v", line)
+		}
 	}
 }

@@ -29,10 +29,11 @@ const (
 var commonTermMinDocs uint64 = 5_000
 
 // withoutCommonTerms returns text keeping only the words whose analysed
-// terms are not common, or text itself when pruning does not apply.
-func (x *Index) withoutCommonTerms(ctx context.Context, text string) string {
+// terms are not common among tenant's documents, or text itself when
+// pruning does not apply.
+func (x *Index) withoutCommonTerms(ctx context.Context, tenant, text string) string {
 	an := x.text.Mapping().AnalyzerNamed(analyzerName)
-	common := x.commonFilter()
+	common := x.commonFilter(tenant)
 	defer common.close()
 	if an == nil || common.r == nil {
 		return text
@@ -75,16 +76,19 @@ func (x *Index) withoutCommonTerms(ctx context.Context, text string) string {
 	return strings.Join(kept, " ")
 }
 
-// termFilter tells common terms apart on a large index; on a small one (or
-// when the index cannot be read) it calls nothing common.
+// termFilter tells common terms of one tenant apart when the tenant has
+// many documents; with few (or when the index cannot be read) it calls
+// nothing common. Both the size and the shares are the tenant's: which of
+// a tenant's words are pruned must not depend on what others wrote.
 type termFilter struct {
 	r     bindex.IndexReader
+	field string // the tenant's text field
 	limit uint64
 	cache *dfCache
 }
 
-// commonFilter opens a termFilter; close it when done.
-func (x *Index) commonFilter() *termFilter {
+// commonFilter opens a termFilter for tenant; close it when done.
+func (x *Index) commonFilter(tenant string) *termFilter {
 	// The generation first: the reader is then at least as new as the
 	// cache it fills.
 	cache := x.dfs()
@@ -96,12 +100,17 @@ func (x *Index) commonFilter() *termFilter {
 	if err != nil {
 		return &termFilter{}
 	}
-	docs, err := r.DocCount()
+	var docs uint64
+	if x.soleTenant(tenant) {
+		docs, err = r.DocCount()
+	} else {
+		docs, err = tenantDocs(r, cache, tenant)
+	}
 	if err != nil || docs < commonTermMinDocs {
 		_ = r.Close()
 		return &termFilter{}
 	}
-	return &termFilter{r: r, limit: uint64(float64(docs) * commonTermShare), cache: cache}
+	return &termFilter{r: r, field: tenantField(fieldText, tenant), limit: uint64(float64(docs) * commonTermShare), cache: cache}
 }
 
 // is reports whether term is in more than commonTermShare of the documents.
@@ -115,16 +124,16 @@ func (f *termFilter) is(term []byte) bool {
 
 // df is how many documents have term in their text; f must be open.
 func (f *termFilter) df(ctx context.Context, term []byte) (uint64, error) {
-	if df, ok := f.cache.get(fieldText, term); ok {
+	if df, ok := f.cache.get(f.field, term); ok {
 		return df, nil
 	}
-	tfr, err := f.r.TermFieldReader(ctx, term, fieldText, false, false, false)
+	tfr, err := f.r.TermFieldReader(ctx, term, f.field, false, false, false)
 	if err != nil {
 		return 0, err
 	}
 	defer tfr.Close()
 	df := tfr.Count()
-	f.cache.put(fieldText, term, df)
+	f.cache.put(f.field, term, df)
 	return df, nil
 }
 

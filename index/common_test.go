@@ -31,24 +31,24 @@ func TestCommonTermsArePruned(t *testing.T) {
 	mustApply(t, x, memory.IndexBatch{Upserts: batch, Watermark: 1})
 
 	ctx := context.Background()
-	if got := x.withoutCommonTerms(ctx, "weather zeppelin"); got != "zeppelin" {
+	if got := x.withoutCommonTerms(ctx, "t", "weather zeppelin"); got != "zeppelin" {
 		t.Fatalf("pruned query = %q, want the rare word only", got)
 	}
-	if got := x.withoutCommonTerms(ctx, "weather harbour walrus"); got != "walrus" {
+	if got := x.withoutCommonTerms(ctx, "t", "weather harbour walrus"); got != "walrus" {
 		t.Fatalf("pruned query = %q", got)
 	}
-	if got := x.withoutCommonTerms(ctx, "weather gull zeppelin"); got != "gull zeppelin" {
+	if got := x.withoutCommonTerms(ctx, "t", "weather gull zeppelin"); got != "gull zeppelin" {
 		t.Fatalf("pruned query = %q, want the words in under a fifth of the documents", got)
 	}
-	if got := x.withoutCommonTerms(ctx, "zeppelin walrus"); got != "zeppelin walrus" {
+	if got := x.withoutCommonTerms(ctx, "t", "zeppelin walrus"); got != "zeppelin walrus" {
 		t.Fatalf("a query of rare words changed: %q", got)
 	}
-	if got := x.withoutCommonTerms(ctx, "weather harbour report"); len(got) == 0 || got == "weather harbour report" {
+	if got := x.withoutCommonTerms(ctx, "t", "weather harbour report"); len(got) == 0 || got == "weather harbour report" {
 		t.Fatalf("a query of common words only should keep its rarest few, got %q", got)
 	}
 	// The rarest few are distinct terms: a repeated common word (here in
 	// two spellings of one stem) is searched once.
-	if got := x.withoutCommonTerms(ctx, "the weather Weather report"); got != "weather" {
+	if got := x.withoutCommonTerms(ctx, "t", "the weather Weather report"); got != "weather" {
 		t.Fatalf("a repeated common word: %q", got)
 	}
 	hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "weather zeppelin", Mode: memory.ModeText, K: 1})
@@ -73,7 +73,7 @@ func TestCommonTermsFollowWrites(t *testing.T) {
 	batch[0].Content += " walrus"
 	mustApply(t, x, memory.IndexBatch{Upserts: batch, Watermark: 1})
 	ctx := context.Background()
-	if got := x.withoutCommonTerms(ctx, "weather walrus"); got != "walrus" {
+	if got := x.withoutCommonTerms(ctx, "t", "weather walrus"); got != "walrus" {
 		t.Fatalf("pruned query = %q", got)
 	}
 	var more []*memory.Message
@@ -82,11 +82,11 @@ func TestCommonTermsFollowWrites(t *testing.T) {
 	}
 	mustApply(t, x, memory.IndexBatch{Upserts: more, Watermark: 2})
 	// walrus is now in a third of the documents.
-	if got := x.withoutCommonTerms(ctx, "walrus zeppelin"); got != "zeppelin" {
+	if got := x.withoutCommonTerms(ctx, "t", "walrus zeppelin"); got != "zeppelin" {
 		t.Fatalf("a word made common by a write was not pruned: %q", got)
 	}
 	mustApply(t, x, memory.IndexBatch{Deletes: more, Watermark: 3})
-	if got := x.withoutCommonTerms(ctx, "walrus zeppelin"); got != "walrus zeppelin" {
+	if got := x.withoutCommonTerms(ctx, "t", "walrus zeppelin"); got != "walrus zeppelin" {
 		t.Fatalf("a word made rare again by deletes was pruned: %q", got)
 	}
 }

@@ -28,13 +28,13 @@ const (
 func expands(q *memory.SearchQuery) bool { return q.Expand && q.Mode != memory.ModeText }
 
 // expansionQuery is a clause matching words (expansionWords) in the message
-// text at boost ExpansionWeight, or nil when there are none.
-func (x *Index) expansionQuery(words []string) query.Query {
+// text of tenant at boost ExpansionWeight, or nil when there are none.
+func (x *Index) expansionQuery(tenant string, words []string) query.Query {
 	if len(words) == 0 {
 		return nil
 	}
 	m := bleve.NewMatchQuery(strings.Join(words, " "))
-	m.SetField(fieldText)
+	m.SetField(tenantField(fieldText, tenant))
 	m.Analyzer = analyzerName
 	m.SetBoost(x.opts.ExpansionWeight)
 	return m
@@ -44,8 +44,8 @@ func (x *Index) expansionQuery(words []string) query.Query {
 // Words are looked up as written (lower-cased by the expander), but only
 // those the analyzer keeps: stopwords have no useful neighbours. A neighbour
 // that analyses to a term of the query itself, or of an earlier neighbour,
-// adds nothing and is left out.
-func (x *Index) expansionWords(text string) []string {
+// adds nothing and is left out, and so is one common among tenant's documents.
+func (x *Index) expansionWords(tenant, text string) []string {
 	if x.opts.Expander == nil || x.opts.ExpansionWeight <= 0 {
 		return nil
 	}
@@ -58,7 +58,7 @@ func (x *Index) expansionWords(text string) []string {
 	for _, tok := range toks {
 		seen[string(tok.Term)] = true
 	}
-	common := x.commonFilter()
+	common := x.commonFilter(tenant)
 	defer common.close()
 	var words []string
 	looked := map[string]bool{}

@@ -49,11 +49,11 @@ func TestQueryExpansion(t *testing.T) {
 	// "cars" and "car" are one term: the query gets it once, and a query
 	// word's own term is never added as its neighbour.
 	for word, want := range map[string]string{"automobile": "cars vehicle", "car": "automobile"} {
-		if q, ok := on.expansionQuery(on.expansionWords(word)).(*query.MatchQuery); !ok || q.Match != want {
-			t.Errorf("expansion of %q = %v, want a match of %q", word, on.expansionWords(word), want)
+		if q, ok := on.expansionQuery("t", on.expansionWords("t", word)).(*query.MatchQuery); !ok || q.Match != want {
+			t.Errorf("expansion of %q = %v, want a match of %q", word, on.expansionWords("t", word), want)
 		}
 	}
-	if q := on.expansionQuery(on.expansionWords("soup")); q != nil {
+	if q := on.expansionQuery("t", on.expansionWords("t", "soup")); q != nil {
 		t.Fatalf("a word with no neighbours got an expansion clause: %v", q)
 	}
 	if _, err := Open(t.TempDir(), Options{ExpansionWeight: -1}); err == nil {
@@ -80,7 +80,7 @@ func TestQueryExpansionBounds(t *testing.T) {
 	}
 	mustApply(t, x, memory.IndexBatch{Upserts: docs, Watermark: 20})
 
-	words := x.expansionWords("alpha beta alpha gamma delta epsilon zeta eta theta iota kappa")
+	words := x.expansionWords("t", "alpha beta alpha gamma delta epsilon zeta eta theta iota kappa")
 	if want := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}; !slices.Equal(looked, want) {
 		t.Errorf("looked up %v, want the first %d distinct terms %v", looked, expandedTerms, want)
 	}

@@ -20,8 +20,10 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.DefaultMapping.Properties[fieldText].Fields[0].IncludeTermVectors = true
-	m.DefaultMapping.Properties[fieldText].Fields[0].Store = true
+	textField := tenantField(fieldText, "t")
+	withLocations := bleve.NewTextFieldMapping()
+	withLocations.Analyzer, withLocations.Store, withLocations.IncludeTermVectors = analyzerName, true, true
+	m.DefaultMapping.AddFieldMappingsAt(textField, withLocations)
 	ref, err := bleve.NewMemOnly(m)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +43,7 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 	}
 	mustApply(t, x, memory.IndexBatch{Upserts: msgs, Watermark: 1})
 	for _, m := range msgs {
-		if err := ref.Index(m.ID, newTextDoc(m, x.opts.Location)); err != nil {
+		if err := ref.Index(m.ID, map[string]any{fieldSession: m.SessionID, fieldTenant: m.Tenant, textField: m.Content}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,7 +51,7 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 	r := openReader(t, ref)
 	for _, query := range []string{"deploy billing", "café", "walrus beach", "Caroline group sunday", "the deployments", "nothing matches zebra"} {
 		q := memory.SearchQuery{Tenant: "t", Text: query}
-		req := bleve.NewSearchRequestOptions(x.scopedQuery(&q, query, nil, true), 10, 0, false)
+		req := bleve.NewSearchRequestOptions(x.scopedQuery(&q, query, nil), 10, 0, false)
 		req.IncludeLocations = true
 		res, err := ref.Search(req)
 		if err != nil {
@@ -61,7 +63,7 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := cleanSnippet(x.hl.BestFragmentInField(h, doc, fieldText))
+			want := cleanSnippet(x.hl.BestFragmentInField(h, doc, textField))
 			if got := x.snippet(texts[h.ID], terms); got != want {
 				t.Errorf("%q in %s:\n got %q\nwant %q", query, h.ID, got, want)
 			}

@@ -178,7 +178,9 @@ var lockTimeout = 2 * time.Second
 // 2: the text field has no term vectors.
 // 3: the text is not stored; id, role, important and tokens are not
 // indexed; created_at has no doc values.
-const schemaVersion = "3"
+// 4: text, name and when are fields per tenant ("text@acme"), so BM25
+// statistics do not cross tenants; no _all field.
+const schemaVersion = "4"
 
 // Index implements memory.Index. It is safe for concurrent use.
 type Index struct {
@@ -398,7 +400,11 @@ func (x *Index) Apply(ctx context.Context, b memory.IndexBatch) error {
 		batch.Delete(m.ID)
 	}
 	for _, m := range b.Upserts {
-		if err := batch.Index(m.ID, newTextDoc(m, x.opts.Location)); err != nil {
+		doc, err := x.textDocument(m)
+		if err == nil {
+			err = batch.IndexAdvanced(doc)
+		}
+		if err != nil {
 			return fmt.Errorf("apply to index %s: message %s: %w", x.dir, m.ID, err)
 		}
 	}

@@ -378,15 +378,7 @@ func TestFiltersDoNotScore(t *testing.T) {
 
 func bleveScores(t *testing.T, x *Index, q memory.SearchQuery) map[string]float64 {
 	t.Helper()
-	cs, err := x.searchText(context.Background(), &q, q.Text, nil, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, c := range cs {
-		out[c.id] = c.score
-	}
-	return out
+	return textScores(t, x, q, 10)
 }
 
 func TestConcurrentApplyAndSearch(t *testing.T) {

@@ -78,9 +78,9 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	var text string         // what the text side searched for
 	var expansions []string // and the neighbours of its words
 	if useText {
-		text = x.withoutCommonTerms(ctx, q.Text)
+		text = x.withoutCommonTerms(ctx, q.Tenant, q.Text)
 		if expands(&q) {
-			expansions = x.expansionWords(text)
+			expansions = x.expansionWords(q.Tenant, text)
 		}
 		ts, terr = x.searchText(ctx, &q, text, expansions, n)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
+	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
@@ -35,34 +36,70 @@ const (
 // Porter stemmer: Porter keeps "deployment" apart from "deploy".
 const analyzerName = "ctxd_en"
 
-// textDoc is what Bleve indexes for one message; the json tags are the field
-// names the mapping declares. Only what searches filter or match on: the
-// message id is Bleve's own _id, and the id, role, importance and token
-// count that schema 2 also indexed were never queried (they were 0.5 of
-// the 1.8 MB of the index of 10 replayed coding-agent runs, stored text
-// aside: 2,780 terms for created_at, 5,847 for tokens, a posting per id).
+// textDoc is what Bleve's mapping indexes for one message; the json tags
+// are the field names the mapping declares. Only what searches filter or
+// match on: the message id is Bleve's own _id, and the id, role, importance
+// and token count that schema 2 also indexed were never queried (they were
+// 0.5 of the 1.8 MB of the index of 10 replayed coding-agent runs, stored
+// text aside: 2,780 terms for created_at, 5,847 for tokens, a posting per
+// id). The prose fields (text, name, when) are not in it: they are per
+// tenant (see tenantField) and added by textDocument.
 type textDoc struct {
 	SessionID string    `json:"session_id"`
 	Tenant    string    `json:"tenant"`
-	Name      string    `json:"name"`
 	State     string    `json:"state"`
 	Kind      string    `json:"kind"`
 	CreatedAt time.Time `json:"created_at"`
-	Text      string    `json:"text"`
-	When      string    `json:"when"`
 }
 
-func newTextDoc(m *memory.Message, loc *time.Location) *textDoc {
+func newTextDoc(m *memory.Message) *textDoc {
 	return &textDoc{
 		SessionID: m.SessionID,
 		Tenant:    m.Tenant,
-		Name:      m.Name,
 		State:     string(m.State),
 		Kind:      m.Kind,
 		CreatedAt: m.CreatedAt,
-		Text:      messageText(m),
-		When:      whenWords(m.CreatedAt, loc),
 	}
+}
+
+// tenantField names a prose field of one tenant's documents. BM25 scores a
+// term by statistics of the field it is in: how many documents have it
+// (df), how many documents there are, and the field's average length. In
+// fields shared by all tenants, tenant B writing a rare word 20 times took
+// tenant A's own note with that word from first to last in A's search: A
+// could read B's writes from its scores. In fields of its own a tenant's df
+// and field length are its own; the document count is set per search (see
+// tenantStats). A tenant's text query names only its fields, so it cannot
+// match another tenant's documents either, and needs no tenant filter.
+func tenantField(field, tenant string) string { return field + "@" + tenant }
+
+// textDocument is the Bleve document of m: the mapped fields of textDoc,
+// and the prose fields in m's tenant's names, indexed only. The text is not
+// stored: snippets are cut from the store's copy (Options.Texts), as the
+// store has the truth anyway (stored, it was 1.1 of the 2.9 MB of the index
+// of 10 replayed coding-agent runs). No term vectors: a snippet finds its
+// words by analysing the text again (highlight.go), and nothing else reads
+// locations. An empty name or time adds no field: it has no terms.
+func (x *Index) textDocument(m *memory.Message) (*document.Document, error) {
+	im := x.text.Mapping()
+	doc := document.NewDocument(m.ID)
+	if err := im.MapDocument(doc, newTextDoc(m)); err != nil {
+		return nil, err
+	}
+	an := im.AnalyzerNamed(analyzerName)
+	if an == nil {
+		return nil, fmt.Errorf("analyzer %s is not in the mapping", analyzerName)
+	}
+	for _, f := range []struct{ name, value string }{
+		{fieldText, messageText(m)},
+		{fieldName, m.Name},
+		{fieldWhen, whenWords(m.CreatedAt, x.opts.Location)},
+	} {
+		if f.value != "" {
+			doc.AddField(document.NewTextFieldCustom(tenantField(f.name, m.Tenant), nil, []byte(f.value), bindex.IndexField, an))
+		}
+	}
+	return doc, nil
 }
 
 // messageText is the searchable text of a message: its content and, for an
@@ -123,22 +160,12 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	}
 	im.ScoringModel = bindex.BM25Scoring
 	im.DefaultAnalyzer = analyzerName
-	im.DefaultField = fieldText
 	im.StoreDynamic = false
 	im.IndexDynamic = false
 	im.DocValuesDynamic = false
 
 	keywordField := func(store bool) *mapping.FieldMapping {
 		f := bleve.NewKeywordFieldMapping()
-		f.Store = store
-		f.IncludeTermVectors = false
-		f.IncludeInAll = false
-		f.DocValues = false
-		return f
-	}
-	prose := func(store bool) *mapping.FieldMapping {
-		f := bleve.NewTextFieldMapping()
-		f.Analyzer = analyzerName
 		f.Store = store
 		f.IncludeTermVectors = false
 		f.IncludeInAll = false
@@ -157,15 +184,10 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	dm.AddFieldMappingsAt(fieldTenant, keywordField(false))
 	dm.AddFieldMappingsAt(fieldState, keywordField(false))
 	dm.AddFieldMappingsAt(fieldKind, keywordField(false))
-	dm.AddFieldMappingsAt(fieldName, prose(false))
-	// text is not stored: snippets are cut from the store's copy
-	// (Options.Texts), as the store has the truth anyway. Stored, it was
-	// 1.1 of the 2.9 MB of the index of 10 replayed coding-agent runs.
-	// Without term vectors: a snippet finds its words by analysing the text
-	// again (highlight.go), and nothing else reads locations.
-	dm.AddFieldMappingsAt(fieldText, prose(false))
-	dm.AddFieldMappingsAt(fieldWhen, prose(false))
 	dm.AddFieldMappingsAt(fieldCreatedAt, createdAt)
+	// No _all field: nothing queries it, and it would take in the prose
+	// fields textDocument adds after the mapping.
+	dm.AddSubDocumentMapping("_all", bleve.NewDocumentDisabledMapping())
 	im.DefaultMapping = dm
 	return im, nil
 }
@@ -187,14 +209,11 @@ func filterAnyOf(field string, values []string) query.Query {
 	return bleve.NewDisjunctionQuery(qs...)
 }
 
-// filterQueries are the conjuncts that scope a search: tenant (unless the
-// caller knows every document is the tenant's), then the optional session,
-// state, time, id and no-summary filters.
-func filterQueries(q *memory.SearchQuery, byTenant bool) []query.Query {
+// filterQueries are the conjuncts that scope a search: the optional
+// session, state, time, id and no-summary filters. The tenant needs none:
+// the text clauses name the tenant's own fields (tenantField).
+func filterQueries(q *memory.SearchQuery) []query.Query {
 	var fs []query.Query
-	if byTenant {
-		fs = append(fs, filterTerm(fieldTenant, q.Tenant))
-	}
 	if len(q.Sessions) > 0 {
 		fs = append(fs, filterAnyOf(fieldSession, q.Sessions))
 	}
@@ -258,11 +277,11 @@ func dateRange(since, until time.Time) query.Query {
 	return dq
 }
 
-// scopedQuery is the query for text (q.Text with common terms pruned)
-// restricted by q's filters (see filterQueries).
-func (x *Index) scopedQuery(q *memory.SearchQuery, text string, expansions []string, byTenant bool) query.Query {
-	fs := filterQueries(q, byTenant)
-	tq := x.textQuery(text, expansions)
+// scopedQuery is the query for text (q.Text with common terms pruned) in
+// q's tenant's fields, restricted by q's filters (see filterQueries).
+func (x *Index) scopedQuery(q *memory.SearchQuery, text string, expansions []string) query.Query {
+	fs := filterQueries(q)
+	tq := x.textQuery(q.Tenant, text, expansions)
 	if len(fs) == 0 {
 		return tq
 	}
@@ -297,20 +316,20 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 // clauses, so leaving one out scales every score of the query by the same
 // factor, which min-max fusion cancels. A clause of expansions, the words'
 // neighbours in meaning (see Options.Expander), joins them when given.
-func (x *Index) textQuery(text string, expansions []string) query.Query {
+func (x *Index) textQuery(tenant, text string, expansions []string) query.Query {
 	clause := func(field string, boost float64) query.Query {
 		m := bleve.NewMatchQuery(text)
-		m.SetField(field)
+		m.SetField(tenantField(field, tenant))
 		m.Analyzer = analyzerName
 		m.SetBoost(boost)
 		return m
 	}
 	qs := []query.Query{clause(fieldText, 1)}
-	if eq := x.expansionQuery(expansions); eq != nil {
+	if eq := x.expansionQuery(tenant, expansions); eq != nil {
 		qs = append(qs, eq)
 	}
 	if x.opts.NameBoost > 0 || x.opts.WhenBoost > 0 {
-		occurs := x.fieldsWithAny(text, fieldName, fieldWhen)
+		occurs := x.fieldsWithAny(tenant, text, fieldName, fieldWhen)
 		if x.opts.NameBoost > 0 && occurs[fieldName] {
 			qs = append(qs, clause(fieldName, x.opts.NameBoost))
 		}
@@ -324,10 +343,10 @@ func (x *Index) textQuery(text string, expansions []string) query.Query {
 	return bleve.NewDisjunctionQuery(qs...)
 }
 
-// fieldsWithAny reports, for each of fields, whether a document has one of
-// the analysed terms of text in it. On any error it says yes: a clause too
-// many costs time, one too few would lose matches.
-func (x *Index) fieldsWithAny(text string, fields ...string) map[string]bool {
+// fieldsWithAny reports, for each of fields, whether a document of tenant
+// has one of the analysed terms of text in it. On any error it says yes: a
+// clause too many costs time, one too few would lose matches.
+func (x *Index) fieldsWithAny(tenant, text string, fields ...string) map[string]bool {
 	out := make(map[string]bool, len(fields))
 	all := func() map[string]bool {
 		for _, f := range fields {
@@ -348,16 +367,17 @@ func (x *Index) fieldsWithAny(text string, fields ...string) map[string]bool {
 	defer r.Close()
 	toks := an.Analyze([]byte(text))
 	for _, f := range fields {
+		tf := tenantField(f, tenant)
 		for _, tok := range toks {
-			n, ok := cache.get(f, tok.Term)
+			n, ok := cache.get(tf, tok.Term)
 			if !ok {
-				tfr, err := r.TermFieldReader(context.Background(), tok.Term, f, false, false, false)
+				tfr, err := r.TermFieldReader(context.Background(), tok.Term, tf, false, false, false)
 				if err != nil {
 					return all()
 				}
 				n = tfr.Count()
 				_ = tfr.Close()
-				cache.put(f, tok.Term, n)
+				cache.put(tf, tok.Term, n)
 			}
 			if n > 0 {
 				out[f] = true
@@ -380,19 +400,19 @@ type textCandidate struct {
 // common words twice as slow, and only the final K hits need them (see
 // snippet).
 //
-// In an index only q's tenant has written to, it searches without the tenant
-// filter; if another tenant's first documents arrived meanwhile (noteTenants
-// runs before they are committed), it searches again with it.
+// Scores use q's tenant's statistics only (see tenantStats). In an index
+// only q's tenant has written to, Bleve's own index-wide statistics are the
+// tenant's, and the search uses them; if another tenant's first documents
+// arrived meanwhile (noteTenants runs before they are committed), it
+// searches again with the tenant's.
 func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, text string, expansions []string, n int) ([]textCandidate, error) {
-	byTenant := !x.soleTenant(q.Tenant)
+	sole := x.soleTenant(q.Tenant)
 	if testHookTenancyRead != nil {
 		testHookTenancyRead()
 	}
-	res, err := x.text.SearchInContext(ctx, bleve.NewSearchRequestOptions(x.scopedQuery(q, text, expansions, byTenant), n, 0, false))
-	if err == nil && !byTenant {
-		if !x.soleTenant(q.Tenant) {
-			res, err = x.text.SearchInContext(ctx, bleve.NewSearchRequestOptions(x.scopedQuery(q, text, expansions, true), n, 0, false))
-		}
+	res, err := x.searchScoped(ctx, q, text, expansions, n, sole)
+	if err == nil && sole && !x.soleTenant(q.Tenant) {
+		res, err = x.searchScoped(ctx, q, text, expansions, n, false)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("text search: %w", err)
@@ -402,6 +422,20 @@ func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, text stri
 		out[i] = textCandidate{id: h.ID, score: h.Score}
 	}
 	return out, nil
+}
+
+// searchScoped runs the scoped query of q, scored by q's tenant's
+// statistics unless indexWide (the index holds only q's tenant).
+func (x *Index) searchScoped(ctx context.Context, q *memory.SearchQuery, text string, expansions []string, n int, indexWide bool) (*bleve.SearchResult, error) {
+	req := bleve.NewSearchRequestOptions(x.scopedQuery(q, text, expansions), n, 0, false)
+	if !indexWide {
+		stats, err := x.tenantStats(q.Tenant)
+		if err != nil {
+			return nil, err
+		}
+		req.PreSearchData = map[string]any{search.BM25PreSearchDataKey: stats}
+	}
+	return x.text.SearchInContext(ctx, req)
 }
 
 // sessionDocIDs lists the ids of every document of one session. It pages with

@@ -21,21 +21,21 @@ func TestTextQueryLeavesOutEmptyClauses(t *testing.T) {
 	c := msg("t", "s", "c", "Melanie saw the harbour lights", 2)
 	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{a, b, c}, Watermark: 1})
 
-	if occurs := x.fieldsWithAny("comet harbour", fieldName, fieldWhen); occurs[fieldName] || occurs[fieldWhen] {
+	if occurs := x.fieldsWithAny("t", "comet harbour", fieldName, fieldWhen); occurs[fieldName] || occurs[fieldWhen] {
 		t.Errorf("comet harbour occurs in %v", occurs)
 	}
-	if occurs := x.fieldsWithAny("melanie comet", fieldName, fieldWhen); !occurs[fieldName] || occurs[fieldWhen] {
+	if occurs := x.fieldsWithAny("t", "melanie comet", fieldName, fieldWhen); !occurs[fieldName] || occurs[fieldWhen] {
 		t.Errorf("melanie comet occurs in %v", occurs)
 	}
 	// t0 is Sunday 7 May 2023, in the afternoon.
-	if occurs := x.fieldsWithAny("sunday comet", fieldName, fieldWhen); occurs[fieldName] || !occurs[fieldWhen] {
+	if occurs := x.fieldsWithAny("t", "sunday comet", fieldName, fieldWhen); occurs[fieldName] || !occurs[fieldWhen] {
 		t.Errorf("sunday comet occurs in %v", occurs)
 	}
 
 	for _, text := range []string{"comet harbour", "melanie harbour", "sunday comet"} {
 		q := memory.SearchQuery{Tenant: "t", Text: text}
 		pruned := bleveScores(t, x, q)
-		full := scoresOf(t, x, bleve.NewDisjunctionQuery(clauseOn(text, fieldText, 1), clauseOn(text, fieldName, 1), clauseOn(text, fieldWhen, 1)))
+		full := scoresOf(t, x, bleve.NewDisjunctionQuery(clauseOn(text, tenantField(fieldText, "t"), 1), clauseOn(text, tenantField(fieldName, "t"), 1), clauseOn(text, tenantField(fieldWhen, "t"), 1)))
 		if len(pruned) == 0 || !proportional(full, pruned) {
 			t.Errorf("%q: scores %v, with every clause %v", text, pruned, full)
 		}
@@ -47,12 +47,12 @@ func TestTextQueryLeavesOutEmptyClauses(t *testing.T) {
 	d := msg("t", "s", "d", "no comet tonight", 3)
 	d.Name = "Caroline"
 	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{d}, Watermark: 2})
-	if occurs := x.fieldsWithAny("caroline comet", fieldName, fieldWhen); !occurs[fieldName] {
+	if occurs := x.fieldsWithAny("t", "caroline comet", fieldName, fieldWhen); !occurs[fieldName] {
 		t.Errorf("after a write, caroline comet occurs in %v", occurs)
 	}
-	x.fieldsWithAny("melanie", fieldName) // cached
+	x.fieldsWithAny("t", "melanie", fieldName) // cached
 	mustApply(t, x, memory.IndexBatch{Deletes: []*memory.Message{a}, Watermark: 3})
-	if occurs := x.fieldsWithAny("melanie", fieldName); occurs[fieldName] {
+	if occurs := x.fieldsWithAny("t", "melanie", fieldName); occurs[fieldName] {
 		t.Errorf("after a's delete, melanie occurs in %v", occurs)
 	}
 }

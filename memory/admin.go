@@ -59,8 +59,9 @@ type ColdAuditor interface {
 	MirrorSessions() ([]SessionRef, error)
 	// ReadMirror returns a session's lines in file order, with any damage.
 	ReadMirror(tenant, sessionID string) (MirrorFile, error)
-	// Fingerprint is what the line of m would be, in a form comparable with
-	// MirrorLine.Fingerprint.
+	// Fingerprint is what the line of m must keep true (the message and its
+	// retention; not how it went cold, which a line tells as of the first
+	// time), in a form comparable with MirrorLine.Fingerprint.
 	Fingerprint(m *Message) (string, error)
 }
 

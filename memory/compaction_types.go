@@ -69,9 +69,11 @@ type EventLog interface {
 }
 
 // ColdMirror keeps an inspectable copy of cold chunks (JSONL per session):
-// every chunk that went cold since the last purge, in the order it did (a
-// chunk dropped twice appears twice; the last line is current). The store
-// is the truth; the mirror can be rebuilt from it.
+// a line for every original that went cold since the last purge, written
+// when it first did (dropped again after a recovery, or released by a
+// rolled summary, it keeps that line; if a file holds two lines of an id,
+// the last is current). The store is the truth; the mirror can be rebuilt
+// from it, and start-up and verify compare the two.
 type ColdMirror interface {
 	// Append adds chunks durably (fsynced) before returning.
 	Append(tenant, sessionID string, msgs []*Message) error

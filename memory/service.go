@@ -75,8 +75,8 @@ type Service struct {
 	syncQueued   atomic.Bool // a background index catch-up is pending
 }
 
-// Open checks the embedding model, brings the index up to date with the store,
-// and starts the background loops. The service answers only after Open.
+// Open checks the embedding model, brings the index and the cold mirror up
+// to date with the store, and starts the background loops. The service answers only after Open.
 func (s *Service) Open(ctx context.Context) error {
 	if s.Now == nil {
 		s.Now = time.Now
@@ -113,6 +113,9 @@ func (s *Service) Open(ctx context.Context) error {
 		return err
 	}
 	if err := s.ix.open(ctx); err != nil {
+		return err
+	}
+	if err := s.reconcileCold(ctx); err != nil {
 		return err
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -79,12 +80,34 @@ func (s *Service) ListSessions(ctx context.Context, cursor string, limit int) ([
 	return out, next, nil
 }
 
-// DeleteSession removes a session from the store and both indexes.
+// DeleteSession removes a session from the store, both indexes and the cold
+// mirror.
+//
+// The mirror file goes first, under the session's lock (compactions, edits
+// and purges write the mirror under it, so none can bring the file back in
+// between): a kill -9 after it leaves a session whose cold lines are
+// missing, which start-up writes back (reconcileCold), while the other
+// order would leave the deleted content on disk with nothing in the store
+// to say it was deleted.
 func (s *Service) DeleteSession(ctx context.Context, id string) error {
 	if err := ValidateSessionID(id); err != nil {
 		return err
 	}
-	if err := s.Store.DeleteSession(ctx, TenantFromContext(ctx), id); err != nil {
+	tenant := TenantFromContext(ctx)
+	unlock := s.lockSession(tenant, id)
+	defer unlock()
+	if _, err := s.Store.Session(ctx, tenant, id); err != nil {
+		return err // ENOTFOUND: a mirror file without a session is verify's to judge
+	}
+	if s.Cold != nil {
+		if err := s.Cold.Remove(tenant, id); err != nil {
+			return fmt.Errorf("delete session %s: remove its cold mirror: %w", id, err)
+		}
+	}
+	if err := s.Store.DeleteSession(ctx, tenant, id); err != nil {
+		// The session stays: give it its mirror back now rather than at
+		// the next start.
+		s.rewriteColdMirror(context.WithoutCancel(ctx), tenant, id)
 		return err
 	}
 	s.syncIndex(ctx)

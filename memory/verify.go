@@ -359,16 +359,6 @@ func (a *Admin) verifyColdSession(ctx context.Context, sc *storeScan, k sessionK
 		rep.add(FindColdOrphan, sess, "mirror file of a session the store does not have")
 		return nil
 	}
-	if file.TornBytes > 0 {
-		rep.add(FindColdTorn, sess, "last line cut short (%d bytes without a newline)", file.TornBytes)
-	}
-	if len(file.BadLines) > 0 {
-		rep.add(FindColdBad, sess, "%d unreadable line(s), first line %d", len(file.BadLines), file.BadLines[0])
-	}
-	last := map[string]string{}
-	for _, l := range file.Lines {
-		last[l.ID] = l.Fingerprint
-	}
 	var ids []string
 	for id := range sc.cold[k] {
 		ids = append(ids, id)
@@ -378,27 +368,5 @@ func (a *Admin) verifyColdSession(ctx context.Context, sc *storeScan, k sessionK
 		return fmt.Errorf("read cold messages of %s: %w", k.ID, err)
 	}
 	slices.SortFunc(msgs, func(x, y *Message) int { return cmp.Compare(x.Seq, y.Seq) })
-	for _, m := range msgs {
-		ref := msgRef{m.ID, m.Tenant, m.SessionID}
-		fp, err := a.Cold.Fingerprint(m)
-		if err != nil {
-			return err
-		}
-		line, ok := last[m.ID]
-		switch {
-		case !ok && !m.InWindow():
-			rep.add(FindColdMissing, ref, "%s message has no line in the cold mirror", m.State)
-		case ok && line != fp:
-			rep.add(FindColdStale, ref, "mirror line differs from the store")
-		}
-	}
-	seen := map[string]bool{}
-	for _, l := range file.Lines {
-		// The line of a damaged record may be its last good copy.
-		if !sc.cold[k][l.ID] && !seen[l.ID] && !sc.bad[l.ID] {
-			seen[l.ID] = true
-			rep.add(FindColdStale, msgRef{l.ID, k.Tenant, k.ID}, "mirror line names no stored cold message")
-		}
-	}
-	return nil
+	return compareMirror(a.Cold, sess, file, msgs, sc.bad, rep.add)
 }

@@ -103,12 +103,7 @@ func TestSIGKILLRounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("CTXD_TEST_SEED"); s != "" {
-		fmt.Sscan(s, &seed)
-	}
-	t.Logf("seed %d (set CTXD_TEST_SEED to replay)", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	rng := testRand(t, 0)
 	dir := t.TempDir()
 	var mu sync.Mutex
 	acked := map[string][]string{} // session -> ids
@@ -170,6 +165,17 @@ func TestSIGKILLRounds(t *testing.T) {
 		close(stop)
 		wg.Wait()
 	}
+}
+
+// testRand is a random source seeded by the clock, or by CTXD_TEST_SEED to
+// replay a failure; the seed is logged. stream keeps tests apart.
+func testRand(t *testing.T, stream uint64) *rand.Rand {
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("CTXD_TEST_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	t.Logf("seed %d (set CTXD_TEST_SEED to replay)", seed)
+	return rand.New(rand.NewPCG(uint64(seed), stream))
 }
 
 func checkAfterCrash(t *testing.T, ts *testServer, acked map[string][]string, words map[string]string, rng *rand.Rand) {
