@@ -337,3 +337,38 @@ func (ix *indexer) trim(ctx context.Context) error {
 	}
 	return ix.store.TrimChanges(ctx, wm)
 }
+
+// syncIndex brings the index up to the store's latest change before a write
+// is answered, so the caller can search what it just wrote. A failure is
+// logged, not returned: the write is durable and the index catches up in the
+// background (and /readyz says so meanwhile).
+func (s *Service) syncIndex(ctx context.Context) {
+	last, err := s.Store.LastSeq(ctx)
+	if err == nil {
+		err = s.ix.sync(context.WithoutCancel(ctx), last)
+	}
+	if err != nil {
+		s.Logger.Error("index update failed after a durable write; retrying in background", "err", err)
+	}
+}
+
+// syncIndexSoon brings the index up to date in the background, within
+// indexLag; one pending catch-up covers every change before it starts.
+// Close waits for it.
+func (s *Service) syncIndexSoon() {
+	if !s.syncQueued.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	s.bg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.bg.Done()
+		select {
+		case <-time.After(indexLag):
+		case <-s.closing:
+		}
+		s.syncQueued.Store(false)
+		s.syncIndex(context.Background())
+	}()
+}

@@ -1,5 +1,10 @@
 package memory
 
+// Recovery brings cold originals back into the working window: by id
+// (Recover, with the rest of their tool-call group) or for a prompt (the
+// window builder's recovered level: findRecoverable, takeRecovered,
+// commitRecoveries).
+
 import (
 	"context"
 	"fmt"
@@ -301,4 +306,103 @@ func (b *windowBuilder) logAnswerOnly(msgs []*Message) {
 			"score": b.scores[m.ID].Total, "prompt": truncate(b.req.Prompt, maxPromptAtDrop), "tokens": m.Tokens,
 			"at": now, "answer_only": true})
 	}
+}
+
+// Recover puts a dropped or summarized message back into the working window
+// as recovered. Recovering an active or recovered message changes nothing.
+func (s *Service) Recover(ctx context.Context, sessionID, messageID, prompt string, score float64) (*Message, error) {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return nil, err
+	}
+	tenant := TenantFromContext(ctx)
+	unlock := s.lockSession(tenant, sessionID)
+	defer unlock()
+	msgs, changed, err := s.recoverLocked(ctx, tenant, sessionID, []string{messageID}, prompt, map[string]float64{messageID: score})
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		s.syncIndex(ctx)
+	}
+	return msgs[0], nil
+}
+
+// recoverLocked recovers messages in one transaction and logs them; the
+// caller holds the session's lock and brings the index up to date (changed:
+// some message left cold storage). Unknown ids are ENOTFOUND.
+func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, ids []string, prompt string, scores map[string]float64) ([]*Message, bool, error) {
+	ids, err := s.withToolGroups(ctx, tenant, sessionID, ids)
+	if err != nil {
+		return nil, false, err
+	}
+	var out, changed []*Message
+	now := s.Now().UTC()
+	_, err = s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
+		out, changed = out[:0], changed[:0]
+		for _, id := range ids {
+			m, err := tx.Message(id)
+			if err != nil {
+				return err
+			}
+			if m.State == StateDropped || m.State == StateSummarized {
+				m.State = StateRecovered
+				if err := tx.Put(m); err != nil {
+					return err
+				}
+				changed = append(changed, m)
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	for _, m := range changed {
+		s.event("recoveries", map[string]any{"tenant": tenant, "session": sessionID, "chunk": m.ID,
+			"score": scores[m.ID], "prompt": truncate(prompt, maxPromptAtDrop), "tokens": m.Tokens, "at": now})
+	}
+	// The mirror is not rewritten here: it lists what went cold since the
+	// last purge, and a recovered original is still kept, so its line stays
+	// true. Rewriting 10k chunks per recovery cost ~200 ms a context call.
+	return out, len(changed) > 0, nil
+}
+
+// withToolGroups widens ids to whole tool-call groups: a tool result comes
+// back with the call that asked for it, and a call with all its results.
+func (s *Service) withToolGroups(ctx context.Context, tenant, sessionID string, ids []string) ([]string, error) {
+	msgs, err := s.Store.MessagesByID(ctx, tenant, ids, false)
+	if err != nil {
+		return nil, err
+	}
+	found := map[string]*Message{}
+	for _, m := range msgs {
+		if m.SessionID == sessionID {
+			found[m.ID] = m
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		m := found[id]
+		if m == nil {
+			return nil, Errorf(ENOTFOUND, "message %s not found in session %s", id, sessionID)
+		}
+		if err := checkRecoverVersion(m); err != nil {
+			return nil, err
+		}
+		group := []*Message{m}
+		if m.Role == RoleTool || len(m.ToolCalls) > 0 {
+			if group, err = s.coldGroup(ctx, tenant, sessionID, m, false); err != nil {
+				return nil, err
+			}
+		}
+		for _, g := range group {
+			if !seen[g.ID] {
+				seen[g.ID] = true
+				out = append(out, g.ID)
+			}
+		}
+	}
+	return out, nil
 }

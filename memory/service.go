@@ -277,3 +277,35 @@ func EmbedText(m *Message) string {
 	}
 	return b.String()
 }
+
+// forEachSession visits every session of every tenant.
+func (s *Service) forEachSession(ctx context.Context, fn func(*Session) error) error {
+	return visitSessions(ctx, s.Store, fn)
+}
+
+// visitSessions visits every session of every tenant, by tenant then id.
+func visitSessions(ctx context.Context, st Store, fn func(*Session) error) error {
+	tenants, err := st.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range tenants {
+		after := ""
+		for {
+			page, err := st.Sessions(ctx, t, after, 500)
+			if err != nil {
+				return err
+			}
+			for _, sess := range page {
+				if err := fn(sess); err != nil {
+					return err
+				}
+			}
+			if len(page) < 500 {
+				break
+			}
+			after = page[len(page)-1].ID
+		}
+	}
+	return nil
+}

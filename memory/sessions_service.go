@@ -124,42 +124,7 @@ func pageSize(limit int) (int, error) {
 	return limit, nil
 }
 
-// syncIndex brings the index up to the store's latest change before a write
-// is answered, so the caller can search what it just wrote. A failure is
-// logged, not returned: the write is durable and the index catches up in the
-// background (and /readyz says so meanwhile).
-func (s *Service) syncIndex(ctx context.Context) {
-	last, err := s.Store.LastSeq(ctx)
-	if err == nil {
-		err = s.ix.sync(context.WithoutCancel(ctx), last)
-	}
-	if err != nil {
-		s.Logger.Error("index update failed after a durable write; retrying in background", "err", err)
-	}
-}
-
 // indexLag is how long syncIndexSoon lets changes gather: one index batch
 // for the recoveries of several context calls, instead of one small batch
 // (and the segment merges it causes) per call.
 const indexLag = 200 * time.Millisecond
-
-// syncIndexSoon brings the index up to date in the background, within
-// indexLag; one pending catch-up covers every change before it starts.
-// Close waits for it.
-func (s *Service) syncIndexSoon() {
-	if !s.syncQueued.CompareAndSwap(false, true) {
-		return
-	}
-	s.wg.Add(1)
-	s.bg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.bg.Done()
-		select {
-		case <-time.After(indexLag):
-		case <-s.closing:
-		}
-		s.syncQueued.Store(false)
-		s.syncIndex(context.Background())
-	}()
-}
