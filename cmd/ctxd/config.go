@@ -123,7 +123,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
 	fs.Int64Var(&c.DiskReserve, "disk-reserve", 256<<20, "refuse new messages (503) while the data dir's disk has less than this many bytes free, or --disk-reserve-pct of it, whichever is smaller")
 	fs.Float64Var(&c.DiskReservePct, "disk-reserve-pct", 0.05, "see --disk-reserve")
-	fs.Int64Var(&c.DiskSpare, "disk-spare", 8<<20, "bytes of a spare file (ctxd.db.spare) kept next to the store and given back when a delete finds the disk full, so sessions can be deleted to free space; 0: none")
+	fs.Int64Var(&c.DiskSpare, "disk-spare", 1<<20, "bytes of a spare file (ctxd.db.spare) kept next to the store and given back when a delete finds the disk full, so sessions can be deleted to free space; 0: none")
 	fs.BoolVar(&c.Metrics, "metrics", true, "serve Prometheus metrics at GET /metrics (unauthenticated)")
 	bindPolicyFlags(fs, &c.Policy)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
