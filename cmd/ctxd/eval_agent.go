@@ -226,6 +226,9 @@ func runAgentEval(ctx context.Context, o agentOptions) (_ *agentReport, err erro
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, cl.close()) }()
+	// A new connection per call, as agent_replay.py's urllib makes: its
+	// latency figures (p50, p99, growth) are the script's, measured alike.
+	cl.http.Transport = &http.Transport{DisableKeepAlives: true}
 	rep := &agentReport{Options: o, ServerDesc: cl.desc, Runs: len(runs)}
 	start := time.Now()
 	for k := range runs {
@@ -363,9 +366,16 @@ func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOpti
 			Messages []agentWindowMessage `json:"messages"`
 			Tokens   float64              `json:"tokens"`
 		}
+		// The latency is the server's answer received whole; decoding it
+		// into Go structs is this client's own work, in the server's
+		// process here, and is left out of the figure.
+		var raw json.RawMessage
 		t0 := time.Now()
-		err := cl.do(ctx, "POST", path+"/context", map[string]any{"prompt": prompt, "max_tokens": o.Budget}, &w)
+		err := cl.do(ctx, "POST", path+"/context", map[string]any{"prompt": prompt, "max_tokens": o.Budget}, &raw)
 		lat = append(lat, time.Since(t0).Seconds())
+		if err == nil {
+			err = json.Unmarshal(raw, &w)
+		}
 		if err != nil {
 			return fmt.Errorf("run %s: context before message %d: %w", run.ID, i, err)
 		}
