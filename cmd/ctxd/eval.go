@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime/pprof"
 	"slices"
@@ -192,7 +193,7 @@ func runAgentEvalCmd(ctx context.Context, cmd *cobra.Command, o agentOptions, eo
 	if fs.Changed("budget") {
 		o.Budget = eo.Budget
 	}
-	o.Progress = cmd.ErrOrStderr()
+	o.Progress, o.Process = cmd.ErrOrStderr(), true
 	rep, err := runAgentEval(ctx, o)
 	if err != nil {
 		return err
@@ -674,8 +675,65 @@ func searchTurns(ctx context.Context, cl *evalClient, session, question string, 
 // evalServer is a throwaway in-process ctxd.
 type evalServer struct {
 	url  string
-	main *Main
-	dir  string
+	main *Main     // in-process; or
+	proc *exec.Cmd // a child `ctxd serve`
+	// exited receives the child's exit
+	exited chan error
+	dir    string
+}
+
+// connectEvalProcess is connectEval with a throwaway server in a child
+// process: this executable's `serve` on a temporary data dir and a free
+// loopback port.
+func connectEvalProcess(ctx context.Context) (*evalClient, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("eval server: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "ctxd-eval-")
+	if err != nil {
+		return nil, fmt.Errorf("eval server: temporary data dir: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("eval server: listen: %w", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the child listens on it; another process taking it first fails the start below
+	cmd := exec.Command(exe, "serve", "--data-dir", dir, "--addr", addr, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("eval server: start %s serve: %w", exe, err)
+	}
+	srv := &evalServer{url: "http://" + addr, proc: cmd, dir: dir}
+	cl := &evalClient{base: srv.url, desc: "a child `ctxd serve` process (default settings, temporary data dir)", srv: srv,
+		http: &http.Client{Timeout: 5 * time.Minute}}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	srv.exited = exited
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res, err := cl.http.Get(srv.url + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return cl, nil
+			}
+		}
+		select {
+		case err := <-exited:
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("eval server: %s serve exited before it was ready: %v", exe, err)
+		case <-ctx.Done():
+			return nil, errors.Join(ctx.Err(), cl.close())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.Join(fmt.Errorf("eval server: not ready after a minute"), cl.close())
+		}
+	}
 }
 
 func startEvalServer(ctx context.Context) (*evalServer, error) {
@@ -702,7 +760,17 @@ func startEvalServer(ctx context.Context) (*evalServer, error) {
 }
 
 func (s *evalServer) stop() error {
-	err := s.main.Close()
+	var err error
+	if s.proc != nil {
+		// SIGTERM: the child shuts down as `ctxd serve` does
+		if serr := s.proc.Process.Signal(syscall.SIGTERM); serr != nil {
+			err = fmt.Errorf("signal the server: %w", serr)
+		} else if werr := <-s.exited; werr != nil {
+			err = fmt.Errorf("server exit: %w", werr)
+		}
+	} else {
+		err = s.main.Close()
+	}
 	if rerr := os.RemoveAll(s.dir); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("remove %s: %w", s.dir, rerr))
 	}

@@ -220,6 +220,6 @@ func evalSubset(turnsPath, questionsPath, dir string, n int) (string, string, er
 func figuresAgent(ctx context.Context, o figuresOptions, logw io.Writer) ([]byte, error) {
 	fmt.Fprintf(logw, "figures: agent replay of %s\n", o.AgentRuns)
 	rep, err := runAgentEval(ctx, agentOptions{Runs: o.AgentRuns, Window: agentDefaultWindow, Budget: agentDefaultBudget,
-		Limit: o.AgentLimit, Progress: logw})
+		Limit: o.AgentLimit, Progress: logw, Process: true})
 	return figuresJSON(rep, err)
 }
