@@ -328,3 +328,45 @@ func TestOnlineBackupInterrupted(t *testing.T) {
 		t.Fatalf("an export from before trailers: %s", out)
 	}
 }
+
+// A failure of the server after the stream began (a damaged record met
+// past the first 64 KiB) ends the body in an incomplete trailer and cuts
+// the connection: a plain reader gets an error, `ctxd export --server`
+// fails and leaves no file.
+func TestOnlineBackupServerFailsMidStream(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, dir)
+	batch := make([]map[string]any, 100)
+	for i := range batch {
+		batch[i] = msg("user", fmt.Sprintf("%d %s", i, strings.Repeat("filler words for the first session ", 30)))
+	}
+	ts.store("aaa", batch...)
+	ids := ts.store("zzz", msg("user", "the capybara naps"), msg("assistant", "the capybara wakes at noon"))
+	ts.Stop()
+	off, n := recordOffset(t, dir, ids[1])
+	damageByte(t, dir, off+n-3)
+	ts = startServer(t, dir)
+
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/export?all=true", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || err == nil {
+		t.Fatalf("export over a damaged record: status %d, read error %v; want 200 and a cut body", res.StatusCode, err)
+	}
+	if !bytes.Contains(body, []byte(`"complete":false`)) || !bytes.Contains(body, []byte("zzz")) {
+		t.Fatalf("the cut body does not end in an incomplete trailer naming the session: %.300s", body[max(0, len(body)-300):])
+	}
+	out := filepath.Join(t.TempDir(), "b.jsonl")
+	if _, errOut, err := runCtxd(t, "export", "--server", ts.URL, "--all", "--out", out); err == nil {
+		t.Fatalf("export --server over a damaged record succeeded: %s", errOut)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a failed export left %s (%v)", out, err)
+	}
+	// The server goes on serving, writes included.
+	ts.store("aaa", msg("user", "still here"))
+}
