@@ -33,6 +33,11 @@ func (s *Server) export(c echo.Context) error {
 	w := &exportWriter{c: c, rc: http.NewResponseController(c.Response()), stall: s.opts.WriteTimeout}
 	if w.stall <= 0 {
 		w.stall = DefaultExportStall
+		// net/http sets a connection's write deadline per request only
+		// when it has a WriteTimeout: without one, the export's last
+		// deadline would outlive it and fail a later request on the same
+		// kept-alive connection.
+		defer func() { _ = w.rc.SetWriteDeadline(time.Time{}) }()
 	}
 	rep, err := s.svc.Export(ctx, w, o)
 	if err == nil {
