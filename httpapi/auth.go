@@ -121,6 +121,7 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 				return s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "unknown API key"))
 			}
 			tenant = k.Tenant
+			c.Set(adminKey, k.Admin)
 			if err := s.charge("key:"+hex.EncodeToString(k.Hash[:8]), nil); err != nil {
 				return err
 			}

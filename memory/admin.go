@@ -105,11 +105,17 @@ func (a *Admin) now() time.Time {
 // Model is the embedding model and dimension a data dir's vectors were made
 // with ("" and 0 for a data dir that never had any).
 func (a *Admin) Model(ctx context.Context) (string, int, error) {
-	model, err := a.Store.Meta(ctx, metaEmbedModel)
+	return readModel(func(key string) (string, error) { return a.Store.Meta(ctx, key) })
+}
+
+// readModel reads the model's settings with meta: from the store, or from
+// an export's snapshot.
+func readModel(meta func(key string) (string, error)) (string, int, error) {
+	model, err := meta(metaEmbedModel)
 	if err != nil {
 		return "", 0, fmt.Errorf("read embedding model: %w", err)
 	}
-	d, err := a.Store.Meta(ctx, metaEmbedDim)
+	d, err := meta(metaEmbedDim)
 	if err != nil {
 		return "", 0, fmt.Errorf("read embedding dim: %w", err)
 	}

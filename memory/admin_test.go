@@ -167,7 +167,8 @@ func TestExportIsWhatImportReads(t *testing.T) {
 	if _, err := a.Export(ctx, &one, memory.ExportOptions{Tenant: "initech", Session: "s"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(one.String(), "\n"); n != 6 || strings.Contains(one.String(), "acme") || strings.Contains(one.String(), `"vector"`) {
+	// Header, session, four messages, trailer.
+	if n := strings.Count(one.String(), "\n"); n != 7 || strings.Contains(one.String(), "acme") || strings.Contains(one.String(), `"vector"`) {
 		t.Fatalf("export of one session without vectors:\n%s", one.String())
 	}
 	b, _, _, _ := openAdmin(t, t.TempDir())

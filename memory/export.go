@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 )
 
 // ExportOptions choose what to export.
@@ -24,70 +25,111 @@ type ExportReport struct {
 	Messages int `json:"messages"`
 }
 
-// Export writes the chosen sessions with every message to w as JSON lines.
+// exportBuffer is how much of an export is gathered before it goes to the
+// writer: large enough that encoding is not slowed by small writes, small
+// enough that a streamed export reaches its client steadily.
+const exportBuffer = 64 << 10
+
+// Export writes the chosen sessions with every message to w as JSON lines,
+// from one snapshot of the store.
 func (a *Admin) Export(ctx context.Context, w io.Writer, o ExportOptions) (*ExportReport, error) {
-	sessions, err := a.exportSessions(ctx, o)
-	if err != nil {
-		return nil, err
+	return exportStore(ctx, a.Store, w, o, a.now(), a.progress())
+}
+
+// Export streams the chosen sessions of the live store to w, in the format
+// of Admin.Export (GET /v1/export). It reads one snapshot, so a write that
+// commits during the export is in it entirely or not at all, and writers
+// are not held up. The caller decides which tenants o may name. Errors:
+// EINVALID (neither a session nor All), ENOTFOUND (no such session), and
+// those of w.
+func (s *Service) Export(ctx context.Context, w io.Writer, o ExportOptions) (*ExportReport, error) {
+	return exportStore(ctx, s.Store, w, o, s.Now(), noProgress{})
+}
+
+// exportStore writes an export of st from one snapshot. Once the header is
+// out, a failure still ends the export in a trailer, marked incomplete, so
+// a reader of a stream that answered 200 long ago learns it is short.
+func exportStore(ctx context.Context, st Store, w io.Writer, o ExportOptions, now time.Time, p Progress) (*ExportReport, error) {
+	if o.Session == "" && !o.All {
+		return nil, Errorf(EINVALID, "name a session (--session) or export everything (--all)")
 	}
-	model, dim, err := a.Model(ctx)
-	if err != nil {
-		return nil, err
-	}
-	bw := bufio.NewWriterSize(w, 1<<20)
+	bw := bufio.NewWriterSize(w, exportBuffer)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	hdr := &ExportHeader{Format: ExportFormat, Version: ExportVersion, EmbedModel: model, EmbedDim: dim,
-		Vectors: o.Vectors, ExportedAt: a.now().UTC()}
-	if err := enc.Encode(ExportRecord{Type: RecordHeader, Header: hdr}); err != nil {
-		return nil, fmt.Errorf("write export: %w", err)
-	}
-	total := 0
-	for _, s := range sessions {
-		total += s.Counts.Total()
-	}
-	p := a.progress()
-	p.Begin("exporting", total)
-	defer p.End()
 	rep := &ExportReport{}
-	for _, s := range sessions {
-		if err := enc.Encode(ExportRecord{Type: RecordSession, Session: s}); err != nil {
-			return nil, fmt.Errorf("write export: %w", err)
-		}
-		n, err := a.exportMessages(ctx, enc, s, o.Vectors)
+	started := false
+	err := st.View(ctx, func(snap Snapshot) error {
+		sessions, err := exportSessions(snap, o)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		rep.Sessions++
-		rep.Messages += n
-		p.Add(n)
+		model, dim, err := readModel(snap.Meta)
+		if err != nil {
+			return err
+		}
+		started = true
+		hdr := &ExportHeader{Format: ExportFormat, Version: ExportVersion, EmbedModel: model, EmbedDim: dim,
+			Vectors: o.Vectors, ExportedAt: now.UTC(), Trailer: true}
+		if err := enc.Encode(ExportRecord{Type: RecordHeader, Header: hdr}); err != nil {
+			return fmt.Errorf("write export: %w", err)
+		}
+		total := 0
+		for _, s := range sessions {
+			total += s.Counts.Total()
+		}
+		p.Begin("exporting", total)
+		defer p.End()
+		for _, s := range sessions {
+			if err := enc.Encode(ExportRecord{Type: RecordSession, Session: s}); err != nil {
+				return fmt.Errorf("write export: %w", err)
+			}
+			rep.Sessions++
+			n, err := exportMessages(snap, enc, s, o.Vectors)
+			rep.Messages += n
+			if err != nil {
+				return err
+			}
+			p.Add(n)
+		}
+		return nil
+	})
+	if !started {
+		return nil, err
 	}
-	if err := bw.Flush(); err != nil {
-		return nil, fmt.Errorf("write export: %w", err)
+	t := &ExportTrailer{Complete: err == nil, Sessions: rep.Sessions, Messages: rep.Messages}
+	if err != nil {
+		t.Error = err.Error()
+	}
+	// After a failed write this fails too; the reader then finds no
+	// trailer, which says the same.
+	terr := enc.Encode(ExportRecord{Type: RecordTrailer, Trailer: t})
+	if terr == nil {
+		terr = bw.Flush()
+	}
+	if err != nil {
+		return rep, err
+	}
+	if terr != nil {
+		return rep, fmt.Errorf("write export: %w", terr)
 	}
 	return rep, nil
 }
 
-func (a *Admin) exportSessions(ctx context.Context, o ExportOptions) ([]*Session, error) {
+func exportSessions(snap Snapshot, o ExportOptions) ([]*Session, error) {
 	if o.Session != "" {
 		tenant := o.Tenant
 		if tenant == "" {
 			tenant = DefaultTenant
 		}
-		s, err := a.Store.Session(ctx, tenant, o.Session)
+		s, err := snap.Session(tenant, o.Session)
 		if err != nil {
 			return nil, err
 		}
 		return []*Session{s}, nil
 	}
-	if !o.All {
-		return nil, Errorf(EINVALID, "name a session (--session) or export everything (--all)")
-	}
 	var out []*Session
-	err := visitSessions(ctx, a.Store, func(s *Session) error {
-		if o.Tenant == "" || s.Tenant == o.Tenant {
-			out = append(out, s)
-		}
+	err := snap.ForEachSession(o.Tenant, func(s *Session) error {
+		out = append(out, s)
 		return nil
 	})
 	if err != nil {
@@ -96,34 +138,21 @@ func (a *Admin) exportSessions(ctx context.Context, o ExportOptions) ([]*Session
 	return out, nil
 }
 
-// exportMessages writes a session's messages in seq order, a page at a time.
-func (a *Admin) exportMessages(ctx context.Context, enc *json.Encoder, s *Session, vectors bool) (int, error) {
+// exportMessages writes a session's messages in seq order, a page at a
+// time, so a large session is never held in memory whole.
+func exportMessages(snap Snapshot, enc *json.Encoder, s *Session, vectors bool) (int, error) {
 	n := 0
 	var after uint64
 	for {
-		page, err := a.Store.Messages(ctx, s.Tenant, s.ID, MessageQuery{AfterSeq: after, Limit: changeBatch})
+		page, err := snap.Messages(s.Tenant, s.ID, MessageQuery{AfterSeq: after, Limit: changeBatch, Vectors: vectors})
 		if err != nil {
 			return n, fmt.Errorf("read messages of %s: %w", s.ID, err)
 		}
 		if len(page) == 0 {
 			return n, nil
 		}
-		vecs := map[string][]float32{}
-		if vectors {
-			ids := make([]string, len(page))
-			for i, m := range page {
-				ids[i] = m.ID
-			}
-			withVec, err := a.Store.MessagesByID(ctx, s.Tenant, ids, true)
-			if err != nil {
-				return n, fmt.Errorf("read vectors of %s: %w", s.ID, err)
-			}
-			for _, m := range withVec {
-				vecs[m.ID] = m.Vector
-			}
-		}
 		for _, m := range page {
-			if err := enc.Encode(ExportRecord{Type: RecordMessage, Message: m, Vector: vecs[m.ID]}); err != nil {
+			if err := enc.Encode(ExportRecord{Type: RecordMessage, Message: m, Vector: m.Vector}); err != nil {
 				return n, fmt.Errorf("write export: %w", err)
 			}
 			n++

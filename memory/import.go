@@ -95,26 +95,17 @@ func (a *Admin) Import(ctx context.Context, r io.ReadSeeker, o ImportOptions) (*
 // importPlan reads the header, lists the export's sessions that exist and
 // counts its messages.
 func (a *Admin) importPlan(ctx context.Context, r io.Reader) (*ExportHeader, []SessionRef, int, error) {
-	var hdr *ExportHeader
 	var existing []SessionRef
-	msgs := 0
+	var chk exportCheck
 	p := a.progress()
 	p.Begin("checking the export", 0)
 	defer p.End()
 	err := scanExport(r, func(rec *ExportRecord, line int) error {
 		p.Add(1)
-		switch {
-		case rec.Type == RecordMessage:
-			msgs++
-		case line == 1:
-			if rec.Type != RecordHeader || rec.Header == nil || rec.Header.Format != ExportFormat {
-				return Errorf(EINVALID, "not a ctxd export: the first line is not a %s header", ExportFormat)
-			}
-			if rec.Header.Version != ExportVersion {
-				return Errorf(EINVALID, "export format version %d: this ctxd reads version %d", rec.Header.Version, ExportVersion)
-			}
-			hdr = rec.Header
-		case rec.Type == RecordSession:
+		if err := chk.see(rec, line); err != nil {
+			return err
+		}
+		if rec.Type == RecordSession {
 			s := rec.Session
 			_, err := a.Store.Session(ctx, s.Tenant, s.ID)
 			if err == nil {
@@ -125,10 +116,76 @@ func (a *Admin) importPlan(ctx context.Context, r io.Reader) (*ExportHeader, []S
 		}
 		return nil
 	})
-	if err == nil && hdr == nil {
-		err = Errorf(EINVALID, "not a ctxd export: empty")
+	if err == nil {
+		err = chk.end()
 	}
-	return hdr, existing, msgs, err
+	return chk.hdr, existing, chk.messages, err
+}
+
+// CheckExport reads an export through and says whether it is whole: a
+// header first, and when the header promises a trailer, a trailer last
+// that says complete and counts the records before it. It returns those
+// counts. EINVALID says what is wrong.
+func CheckExport(r io.Reader) (*ExportReport, error) {
+	var chk exportCheck
+	if err := scanExport(r, chk.see); err != nil {
+		return nil, err
+	}
+	if err := chk.end(); err != nil {
+		return nil, err
+	}
+	return &ExportReport{Sessions: chk.sessions, Messages: chk.messages}, nil
+}
+
+// exportCheck follows an export's records, one call of see for each, and
+// end tells whether what it saw is a whole export.
+type exportCheck struct {
+	hdr                *ExportHeader
+	trailer            *ExportTrailer
+	sessions, messages int
+}
+
+func (c *exportCheck) see(rec *ExportRecord, line int) error {
+	if c.trailer != nil {
+		return Errorf(EINVALID, "export line %d: a record after the trailer", line)
+	}
+	if c.hdr == nil {
+		if rec.Type != RecordHeader || rec.Header == nil || rec.Header.Format != ExportFormat {
+			return Errorf(EINVALID, "not a ctxd export: the first line is not a %s header", ExportFormat)
+		}
+		if rec.Header.Version != ExportVersion {
+			return Errorf(EINVALID, "export format version %d: this ctxd reads version %d", rec.Header.Version, ExportVersion)
+		}
+		c.hdr = rec.Header
+		return nil
+	}
+	switch rec.Type {
+	case RecordSession:
+		c.sessions++
+	case RecordMessage:
+		c.messages++
+	case RecordTrailer:
+		t := rec.Trailer
+		if !t.Complete {
+			return Errorf(EINVALID, "export line %d: the export is incomplete: its writer failed (%s)", line, t.Error)
+		}
+		if t.Sessions != c.sessions || t.Messages != c.messages {
+			return Errorf(EINVALID, "export line %d: the trailer counts %d sessions and %d messages, the export has %d and %d",
+				line, t.Sessions, t.Messages, c.sessions, c.messages)
+		}
+		c.trailer = t
+	}
+	return nil
+}
+
+func (c *exportCheck) end() error {
+	switch {
+	case c.hdr == nil:
+		return Errorf(EINVALID, "not a ctxd export: empty")
+	case c.hdr.Trailer && c.trailer == nil:
+		return Errorf(EINVALID, "the export is cut short: it ends without its trailer, after %d sessions and %d messages", c.sessions, c.messages)
+	}
+	return nil
 }
 
 // importModel decides whether the exported vectors can be kept: only when
@@ -208,7 +265,7 @@ func readExport(r io.Reader, fn func(*Session, []*Message) error) error {
 	}
 	err := scanExport(r, func(rec *ExportRecord, line int) error {
 		switch rec.Type {
-		case RecordHeader:
+		case RecordHeader, RecordTrailer:
 			return nil
 		case RecordSession:
 			if err := flush(); err != nil {
@@ -286,6 +343,10 @@ func (rec *ExportRecord) check() error {
 	case RecordMessage:
 		if rec.Message == nil || rec.Message.ID == "" || !rec.Message.State.Valid() {
 			return fmt.Errorf("message record without a message id or a valid state")
+		}
+	case RecordTrailer:
+		if rec.Trailer == nil {
+			return fmt.Errorf("trailer record without a trailer")
 		}
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)

@@ -71,7 +71,30 @@ type Store interface {
 	Meta(ctx context.Context, key string) (string, error)
 	SetMeta(ctx context.Context, key, value string) error
 
+	// View calls fn with a read-only snapshot: every read through it sees
+	// the store as of one instant, while writers go on committing. The
+	// online export needs it: read session by session, a session's counts
+	// could come from before a write and its messages from after. Hold it
+	// briefly where possible: the store cannot reuse the pages that writes
+	// free while a snapshot is open, so its file grows.
+	View(ctx context.Context, fn func(Snapshot) error) error
+
 	Close() error
+}
+
+// Snapshot reads the store as of one instant (see Store.View). The snapshot
+// must not be used after fn returns; the values it returns are copies and
+// may be kept.
+type Snapshot interface {
+	// Session returns one session; ENOTFOUND if it does not exist.
+	Session(tenant, id string) (*Session, error)
+	// ForEachSession calls fn for each session of tenant ("": of every
+	// tenant), ordered by tenant then id.
+	ForEachSession(tenant string, fn func(*Session) error) error
+	// Messages lists a session's messages in order, filtered by q.
+	Messages(tenant, sessionID string, q MessageQuery) ([]*Message, error)
+	// Meta reads a store-wide setting ("" if unset).
+	Meta(key string) (string, error)
 }
 
 // MessageQuery filters and pages a session's messages.

@@ -145,7 +145,7 @@ func TestAdminExportImportRoundTrip(t *testing.T) {
 	// One session to stdout, without vectors.
 	one := mustRun(t, "export", "--data-dir", dst, "--session", "beta", "--out", "-")
 	lines := strings.Split(strings.TrimSpace(one), "\n")
-	if len(lines) != 4 || !strings.Contains(lines[1], `"relevance_cutoff":0.07`) || strings.Contains(one, `"vector"`) {
+	if len(lines) != 5 || !strings.Contains(lines[1], `"relevance_cutoff":0.07`) || strings.Contains(one, `"vector"`) {
 		t.Fatalf("export of beta to stdout = %s", one)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -221,4 +222,58 @@ func sessionPath(id string, more ...string) string {
 		p += "/" + url.PathEscape(s)
 	}
 	return p
+}
+
+// stream sends a GET and hands back the answer's body, to read as it comes.
+// The client's timeout bounds only the wait for the answer to begin: a
+// streamed export takes as long as the store is large. The caller closes
+// the body.
+func (c *apiClient) stream(ctx context.Context, path string, query url.Values) (io.ReadCloser, error) {
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		cancel()
+		return nil, usageErrorf("build request GET %s: %v", u, err)
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	hc := *c.http
+	hc.Timeout = 0
+	var fired atomic.Bool
+	timer := time.AfterFunc(c.timeout, func() { fired.Store(true); cancel() })
+	res, err := hc.Do(req)
+	// Should the timer fire just after the answer began, reading the body
+	// fails and the reader of the export reports it: nothing is lost.
+	timer.Stop()
+	if err != nil {
+		cancel()
+		if fired.Load() {
+			return nil, &unreachableError{URL: c.base, Timeout: c.timeout, Err: err}
+		}
+		return nil, c.transportError(err)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		defer cancel()
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		return nil, decodeAPIError(res.StatusCode, raw)
+	}
+	return &cancelBody{ReadCloser: res.Body, cancel: cancel}, nil
+}
+
+// cancelBody releases the request's context when the body is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
