@@ -1,0 +1,224 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/labstack/echo/v4"
+)
+
+// POST /v1/chat/completions in the OpenAI Chat Completions format.
+
+type openaiRequest struct {
+	Model               string            `json:"model"`
+	Messages            []json.RawMessage `json:"messages"`
+	User                string            `json:"user"`
+	MaxTokens           int               `json:"max_tokens"`
+	MaxCompletionTokens int               `json:"max_completion_tokens"`
+	Stream              bool              `json:"stream"`
+	Tools               json.RawMessage   `json:"tools"`
+}
+
+type openaiMessage struct {
+	Role       string            `json:"role"`
+	Content    json.RawMessage   `json:"content"`
+	Name       string            `json:"name,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
+	ToolCalls  []memory.ToolCall `json:"tool_calls,omitempty"`
+}
+
+func (s *Server) chatCompletions(c echo.Context) error {
+	body, err := readBody(c.Request())
+	if err != nil {
+		return err
+	}
+	var raw map[string]json.RawMessage
+	var req openaiRequest
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return memory.Errorf(memory.EINVALID, "body: not a JSON object: %v", err)
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return memory.Errorf(memory.EINVALID, "body: %v", err)
+	}
+	history := make([]*memory.Message, 0, len(req.Messages))
+	system, firstUser := "", ""
+	for i, rm := range req.Messages {
+		var om openaiMessage
+		if err := json.Unmarshal(rm, &om); err != nil {
+			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+		}
+		text, err := textOf(om.Content)
+		if err != nil {
+			return memory.Errorf(memory.EINVALID, "messages[%d].content: %v", i, err)
+		}
+		role := memory.Role(om.Role)
+		if role == "developer" {
+			role = memory.RoleSystem // the o-series name of the system role
+		}
+		switch {
+		case role == memory.RoleSystem && system == "":
+			system = text
+		case role == memory.RoleUser && firstUser == "":
+			firstUser = text
+		}
+		history = append(history, &memory.Message{Role: role, Content: text, Name: om.Name, ToolCallID: om.ToolCallID, ToolCalls: om.ToolCalls})
+	}
+	window, err := contextWindow(c, req.Model)
+	if err != nil {
+		return err
+	}
+	limit := req.MaxCompletionTokens
+	if limit == 0 {
+		limit = req.MaxTokens
+	}
+	tools := ""
+	if len(req.Tools) > 0 && string(req.Tools) != "null" {
+		tools = string(req.Tools)
+	}
+	call := gatewayCall{
+		req: memory.GatewayRequest{
+			Session: memory.GatewaySessionID(c.Request().Header.Get(SessionHeader), req.User, system, firstUser),
+			History: history, ContextWindow: window, Reserve: answerReserve(limit, window), Tools: tools,
+		},
+		format:   &openaiFormat{raw: raw, messages: req.Messages},
+		upstream: s.opts.Gateway.OpenAI,
+		stream:   req.Stream,
+	}
+	return s.serveGateway(c, call)
+}
+
+// openaiFormat speaks Chat Completions for one request.
+type openaiFormat struct {
+	raw      map[string]json.RawMessage // the client's body: all but messages is passed on as sent
+	messages []json.RawMessage          // the client's messages, as sent
+}
+
+func (f *openaiFormat) path() string { return "/chat/completions" }
+
+func (f *openaiFormat) auth(in, out http.Header, key string) {
+	// An SDK without a key still sends "Bearer " with nothing after it.
+	if _, ok := bearer(in.Get(echo.HeaderAuthorization)); ok {
+		out.Set(echo.HeaderAuthorization, in.Get(echo.HeaderAuthorization))
+	} else if key != "" {
+		out.Set(echo.HeaderAuthorization, "Bearer "+key)
+	}
+}
+
+// body is the client's request with the window in place of its messages:
+// a message sent as the client stored it goes in the client's own form.
+func (f *openaiFormat) body(w *memory.GatewayWindow) ([]byte, error) {
+	msgs := make([]json.RawMessage, 0, len(w.Messages))
+	for _, m := range w.Messages {
+		if m.Client >= 0 {
+			msgs = append(msgs, f.messages[m.Client])
+			continue
+		}
+		om := openaiMessage{Role: string(m.Role), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
+		if m.Content != "" || len(m.ToolCalls) == 0 {
+			om.Content, _ = json.Marshal(m.Content)
+		} else {
+			om.Content = json.RawMessage("null")
+		}
+		b, err := json.Marshal(om)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, b)
+	}
+	out := make(map[string]json.RawMessage, len(f.raw))
+	for k, v := range f.raw {
+		out[k] = v
+	}
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, err
+	}
+	out["messages"] = b
+	return json.Marshal(out)
+}
+
+type openaiAnswer struct {
+	Choices []struct {
+		Message openaiMessage `json:"message"`
+	} `json:"choices"`
+}
+
+func (f *openaiFormat) answer(body []byte) (*memory.Message, error) {
+	var a openaiAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, err
+	}
+	if len(a.Choices) == 0 {
+		return &memory.Message{Role: memory.RoleAssistant}, nil
+	}
+	m := a.Choices[0].Message
+	text, err := textOf(m.Content)
+	if err != nil {
+		return nil, err
+	}
+	return &memory.Message{Role: memory.RoleAssistant, Content: text, ToolCalls: m.ToolCalls}, nil
+}
+
+func (f *openaiFormat) stream() streamParser { return &openaiStream{} }
+
+// openaiStream adds up the deltas of the first choice.
+type openaiStream struct {
+	text  strings.Builder
+	calls []memory.ToolCall
+}
+
+type openaiChunk struct {
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Index int `json:"index"`
+				memory.ToolCall
+			} `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+}
+
+func (p *openaiStream) data(line []byte) bool {
+	if string(line) == "[DONE]" {
+		return true
+	}
+	var ch openaiChunk
+	if json.Unmarshal(line, &ch) != nil {
+		return false // not ours to judge: the client gets it as it came
+	}
+	for _, c := range ch.Choices {
+		if c.Index != 0 {
+			continue
+		}
+		p.text.WriteString(c.Delta.Content)
+		for _, tc := range c.Delta.ToolCalls {
+			for len(p.calls) <= tc.Index {
+				p.calls = append(p.calls, memory.ToolCall{Type: "function"})
+			}
+			call := &p.calls[tc.Index]
+			if tc.ID != "" {
+				call.ID = tc.ID
+			}
+			if tc.Type != "" {
+				call.Type = tc.Type
+			}
+			call.Function.Name += tc.Function.Name
+			call.Function.Arguments += tc.Function.Arguments
+		}
+	}
+	return false
+}
+
+func (p *openaiStream) answer() *memory.Message {
+	var calls []memory.ToolCall
+	for _, c := range p.calls {
+		if c.Function.Name != "" { // a call cut before its name cannot be stored
+			calls = append(calls, c)
+		}
+	}
+	return &memory.Message{Role: memory.RoleAssistant, Content: p.text.String(), ToolCalls: calls}
+}

@@ -1,0 +1,337 @@
+package memory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// The gateway lets an agent that knows nothing of ctxd use it: the agent
+// sends its model calls (OpenAI Chat Completions, Anthropic Messages) to
+// ctxd with its whole history every time; ctxd stores what it has not seen,
+// sends the upstream the window it builds instead of that history, and
+// stores the answer. This file is the domain half: the wire formats and the
+// upstream call live in httpapi, which translates both into Messages.
+//
+// History that diverges: a client that edits or regenerates resends a
+// history whose prefix matches the stored session only up to some message.
+// The stored messages after that point are superseded: moved to cold storage
+// with drop reason "superseded" (searchable, readable by id, never put back
+// into a window), and the client's new tail is stored after them. The session
+// is never branched, and the two tails are never mixed in a window.
+
+// ReasonSuperseded: the client resent a history that replaced this message
+// (an edit or a regenerated answer); it is kept cold and never recovered.
+const ReasonSuperseded = "superseded"
+
+// IsSuperseded reports whether m was replaced by a client's diverging history.
+func (m *Message) IsSuperseded() bool { return m.Cold != nil && m.Cold.DropReason == ReasonSuperseded }
+
+// Gateway is the domain service behind the drop-in model endpoints.
+type Gateway struct {
+	s *Service
+	// locks serialise the gateway's calls on one session (striped like
+	// Service.lockSession, and separate from it: Append and Context take
+	// that one themselves). Without them two calls of one session could
+	// both find the same history unseen and store it twice.
+	locks [256]sync.Mutex
+}
+
+// NewGateway returns the gateway of s.
+func NewGateway(s *Service) *Gateway { return &Gateway{s: s} }
+
+func (g *Gateway) lock(tenant, id string) func() {
+	mu := &g.locks[stripe(tenant, id, len(g.locks))]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// GatewaySessionID names the session of a gateway call: the name the
+// client gave (X-Ctxd-Session), else its user field (used as it is when it
+// is a valid session id, hashed otherwise), else a hash of the system prompt
+// and the first user message, which stay the same on every call of one
+// conversation.
+func GatewaySessionID(named, user, system, firstUser string) string {
+	if named != "" {
+		return named
+	}
+	if user != "" {
+		if ValidateSessionID(user) == nil {
+			return user
+		}
+		return "gw-user-" + shortHash(user)
+	}
+	return "gw-" + shortHash(system+"\x00"+firstUser)
+}
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:16])
+}
+
+// GatewayRequest is one model call as the gateway sees it.
+type GatewayRequest struct {
+	Session string
+	// History is the client's messages, oldest first, as it sent them.
+	History []*Message
+	// ContextWindow is the model's window in tokens; 0: the session's.
+	ContextWindow int
+	// Tools is the tool definitions as sent upstream: their cost is
+	// reserved.
+	Tools string
+	// Reserve is what the window must leave free: the answer's max tokens
+	// and the tool definitions.
+	Reserve int
+	// Harder asks for a smaller window after the upstream refused the last
+	// one as too long: the session is compacted first and the budget cut.
+	Harder bool
+}
+
+// GatewayMessage is one message of the window to send upstream.
+type GatewayMessage struct {
+	WindowMessage
+	// Client is the index in GatewayRequest.History of the client message
+	// this one was stored from, when it is sent as stored (not pruned, cut,
+	// a summary or a digest); -1 otherwise. The adapter sends the client's
+	// own form then, so content ctxd does not model (images, cache
+	// controls, thinking blocks) passes through intact.
+	Client int
+}
+
+// GatewayWindow is what the gateway sends upstream in place of the
+// client's history, and what it did to build it.
+type GatewayWindow struct {
+	Session    string
+	Messages   []GatewayMessage
+	Tokens     int
+	MaxTokens  int
+	Stored     int      // client messages stored by this call
+	Superseded []string // stored messages the client's history replaced
+	Recovered  int      // cold messages brought back for this window
+	Compacted  bool     // a compaction ran during this call
+}
+
+// harderShare is the budget of the retry after an overflow: the upstream
+// counts tokens its own way (another tokenizer, images), so the retry leaves
+// it a quarter of headroom rather than trying the same size again.
+const harderShare = 0.75
+
+// Prepare stores the part of req.History the session has not seen
+// (superseding a stored tail that the history diverges from) and builds the
+// window for its newest message within the model's window. EINVALID for a
+// bad session id, message or budget; ECONFLICT when pinned messages and the
+// newest turn cannot fit.
+func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWindow, error) {
+	if err := ValidateSessionID(req.Session); err != nil {
+		return nil, err
+	}
+	if len(req.History) == 0 {
+		return nil, Errorf(EINVALID, "messages: at least one message is required")
+	}
+	tenant := TenantFromContext(ctx)
+	unlock := g.lock(tenant, req.Session)
+	defer unlock()
+	window, enc, err := g.setWindow(ctx, req.Session, req.ContextWindow)
+	if err != nil {
+		return nil, err
+	}
+	reserve := req.Reserve
+	if req.Tools != "" {
+		n, err := g.s.Tokenizer.Count(enc, req.Tools)
+		if err != nil {
+			return nil, fmt.Errorf("count the tool definitions: %w", err)
+		}
+		reserve += n
+	}
+	maxTokens := window - reserve
+	if maxTokens < 1 {
+		return nil, Errorf(EINVALID, "the model's context window (%d tokens) leaves no room for the history after %d tokens for the answer and the tools: lower max_tokens or set X-Ctxd-Context-Window",
+			window, reserve)
+	}
+	out := &GatewayWindow{Session: req.Session, MaxTokens: maxTokens}
+	client, err := g.sync(ctx, tenant, req, out)
+	if err != nil {
+		return nil, err
+	}
+	prompt := req.History[len(req.History)-1].Content
+	if len(prompt) > MaxQueryBytes {
+		prompt = prompt[:MaxQueryBytes]
+		for !utf8.ValidString(prompt) {
+			prompt = prompt[:len(prompt)-1]
+		}
+	}
+	if req.Harder {
+		rep, err := g.s.Compact(ctx, req.Session, CompactRequest{Prompt: prompt, Trigger: TriggerManual})
+		if err != nil {
+			return nil, fmt.Errorf("compact after an upstream overflow: %w", err)
+		}
+		out.Compacted = out.Compacted || rep != nil
+		out.MaxTokens = int(harderShare * float64(maxTokens))
+	}
+	res, err := g.s.Context(ctx, req.Session, ContextRequest{Prompt: prompt, MaxTokens: out.MaxTokens})
+	if err != nil {
+		return nil, err
+	}
+	out.Tokens, out.Recovered = res.Tokens, len(res.Recovered)+len(res.AnswerOnly)
+	for _, wm := range res.Messages {
+		gm := GatewayMessage{WindowMessage: wm, Client: -1}
+		if i, ok := client[wm.ID]; ok && wm.PruneLevel == 0 && wm.Content == req.History[i].Content {
+			gm.Client = i
+		}
+		out.Messages = append(out.Messages, gm)
+	}
+	return out, nil
+}
+
+// setWindow gives the session the model's window (0: keep the session's,
+// or the server's default for a new one), so compaction triggers at the
+// right size. It answers the window and the session's encoding.
+func (g *Gateway) setWindow(ctx context.Context, id string, window int) (int, string, error) {
+	st, err := g.s.GetSession(ctx, id)
+	if err != nil && ErrorCode(err) != ENOTFOUND {
+		return 0, "", err
+	}
+	if err == nil && (window == 0 || st.ContextWindow == window) {
+		return st.ContextWindow, st.Encoding, nil
+	}
+	u := SessionUpdate{}
+	if window != 0 {
+		u.ContextWindow = &window
+	}
+	if st, err = g.s.PutSession(ctx, id, u); err != nil {
+		return 0, "", fmt.Errorf("set the session's context window: %w", err)
+	}
+	return st.ContextWindow, st.Encoding, nil
+}
+
+// sync matches the client's history in order against the session's stored
+// originals, supersedes the stored tail past the first difference, and
+// stores the rest of the history. It answers, for each stored message the
+// history holds, its index in the history.
+func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, out *GatewayWindow) (map[string]int, error) {
+	all, err := g.s.Store.Messages(ctx, tenant, req.Session, MessageQuery{})
+	if err != nil && ErrorCode(err) != ENOTFOUND {
+		return nil, err
+	}
+	var stored []*Message
+	for _, m := range all {
+		if !m.IsSummary() && !m.IsVersion() && !m.IsSuperseded() {
+			stored = append(stored, m)
+		}
+	}
+	client := map[string]int{}
+	k := 0
+	for k < len(stored) && k < len(req.History) && sameTurn(stored[k], req.History[k]) {
+		client[stored[k].ID] = k
+		k++
+	}
+	if k < len(stored) {
+		ids, err := g.supersede(ctx, tenant, req.Session, stored[k:])
+		if err != nil {
+			return nil, err
+		}
+		out.Superseded = ids
+	}
+	fresh := req.History[k:]
+	for len(fresh) > 0 {
+		n := min(len(fresh), g.s.Limits.MaxMessagesPerCall)
+		res, err := g.s.Append(ctx, req.Session, fresh[:n])
+		if err != nil {
+			return nil, err
+		}
+		for j, id := range res.IDs {
+			client[id] = k + j
+		}
+		out.Stored += n
+		out.Compacted = out.Compacted || res.Compaction != nil
+		fresh, k = fresh[n:], k+n
+	}
+	return client, nil
+}
+
+// sameTurn reports whether a resent client message is the stored one: same
+// role, text, tool call id and tool calls. Names and metadata are not
+// compared (SDKs drop or add them between calls).
+func sameTurn(stored, sent *Message) bool {
+	if stored.Role != sent.Role || stored.Content != sent.Content || stored.ToolCallID != sent.ToolCallID ||
+		len(stored.ToolCalls) != len(sent.ToolCalls) {
+		return false
+	}
+	for i, tc := range stored.ToolCalls {
+		o := sent.ToolCalls[i]
+		if tc.ID != o.ID || tc.Function.Name != o.Function.Name || strings.TrimSpace(tc.Function.Arguments) != strings.TrimSpace(o.Function.Arguments) {
+			return false
+		}
+	}
+	return true
+}
+
+// supersede moves msgs (a stored tail the client's history no longer has)
+// to cold storage for good, in one transaction.
+func (g *Gateway) supersede(ctx context.Context, tenant, id string, msgs []*Message) ([]string, error) {
+	s := g.s
+	now := s.Now().UTC()
+	var sess *Session
+	var err error
+	if sess, err = s.Store.Session(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	days := s.policy(sess).RecoverableForDays
+	var ids []string
+	var mirror []*Message
+	_, err = s.Store.Update(ctx, tenant, id, func(tx SessionTx) error {
+		ids, mirror = ids[:0], mirror[:0]
+		for _, orig := range msgs {
+			m, err := tx.Message(orig.ID)
+			if ErrorCode(err) == ENOTFOUND {
+				continue // deleted meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			ci := ColdInfo{DropReason: ReasonSuperseded, DroppedAt: now, RecoverableUntil: now.AddDate(0, 0, days)}
+			if m.Cold != nil {
+				// cold already: it keeps its retention, and its mirror line
+				ci.DroppedAt, ci.RecoverableUntil = m.Cold.DroppedAt, m.Cold.RecoverableUntil
+			} else {
+				mirror = append(mirror, m)
+			}
+			m.State, m.Cold = StateDropped, &ci
+			if err := tx.Put(m); err != nil {
+				return err
+			}
+			ids = append(ids, m.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("supersede the stored tail the history diverges from: %w", err)
+	}
+	s.syncIndex(ctx)
+	if s.Cold != nil && len(mirror) > 0 {
+		if err := s.Cold.Append(tenant, id, mirror); err != nil {
+			s.Logger.Error("mirror superseded messages", "session", id, "err", err)
+		}
+	}
+	s.event("drops", map[string]any{"tenant": tenant, "session": id, "reason": ReasonSuperseded, "messages": ids})
+	return ids, nil
+}
+
+// StoreAnswer stores the upstream's answer (text and tool calls) at the end
+// of the session. An answer with neither (a stream cut before its first
+// token) stores nothing.
+func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Message) error {
+	if answer.Content == "" && len(answer.ToolCalls) == 0 {
+		return nil
+	}
+	unlock := g.lock(TenantFromContext(ctx), session)
+	defer unlock()
+	if _, err := g.s.Append(ctx, session, []*Message{answer}); err != nil {
+		return fmt.Errorf("store the upstream's answer: %w", err)
+	}
+	return nil
+}
