@@ -289,6 +289,23 @@ func isOverflow(status int, body []byte) bool {
 // answer is stored already and there is no one to tell.
 func ignoreClientGone(error) error { return nil }
 
+// decodeModelCall reads a model call's body into req, and as a map: what
+// the gateway does not read is passed to the upstream as the client sent it.
+func decodeModelCall(c echo.Context, req any) (map[string]json.RawMessage, error) {
+	body, err := readBody(c.Request())
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "body: not a JSON object: %v", err)
+	}
+	if err := json.Unmarshal(body, req); err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "body: %v", err)
+	}
+	return raw, nil
+}
+
 // textOf reads a content field that is a string or an array of parts:
 // text parts joined by newlines, each other part a short marker (its type
 // in brackets). ctxd counts a part it cannot read as its marker: an image

@@ -30,17 +30,10 @@ type openaiMessage struct {
 }
 
 func (s *Server) chatCompletions(c echo.Context) error {
-	body, err := readBody(c.Request())
+	var req openaiRequest
+	raw, err := decodeModelCall(c, &req)
 	if err != nil {
 		return err
-	}
-	var raw map[string]json.RawMessage
-	var req openaiRequest
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return memory.Errorf(memory.EINVALID, "body: not a JSON object: %v", err)
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return memory.Errorf(memory.EINVALID, "body: %v", err)
 	}
 	history := make([]*memory.Message, 0, len(req.Messages))
 	system, firstUser := "", ""

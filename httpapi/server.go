@@ -159,6 +159,7 @@ func New(svc *memory.Service, opts Options) *Server {
 	// its own route; /v1/messages/:id (a stored message) does not match it.
 	gw := []echo.MiddlewareFunc{s.admitGateway, s.limitBody}
 	v1.POST("/chat/completions", s.chatCompletions, gw...)
+	v1.POST("/messages", s.anthropicMessages, gw...)
 	return s
 }
 
