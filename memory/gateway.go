@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -22,7 +23,8 @@ import (
 // The stored messages after that point are superseded: moved to cold storage
 // with drop reason "superseded" (searchable, readable by id, never put back
 // into a window), and the client's new tail is stored after them. The session
-// is never branched, and the two tails are never mixed in a window.
+// is never branched, and the two tails are never mixed in a window. System
+// messages are matched apart, as a set (see sync).
 
 // ReasonSuperseded: the client resent a history that replaced this message
 // (an edit or a regenerated answer); it is kept cold and never recovered.
@@ -208,50 +210,104 @@ func (g *Gateway) setWindow(ctx context.Context, id string, window int) (int, st
 	return st.ContextWindow, st.Encoding, nil
 }
 
-// sync matches the client's history in order against the session's stored
-// originals, supersedes the stored tail past the first difference, and
-// stores the rest of the history. It answers, for each stored message the
-// history holds, its index in the history.
+// sync matches the client's history against the session's stored
+// originals, supersedes what the history no longer has, and stores the rest
+// of the history. It answers, for each stored message the history holds,
+// its index in the history.
+//
+// System messages are matched as a set, the others in order: an agent that
+// rewrites its system prompt on every call (a date, a tool list) replaces
+// the stored prompt, not the conversation after it.
 func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, out *GatewayWindow) (map[string]int, error) {
 	all, err := g.s.Store.Messages(ctx, tenant, req.Session, MessageQuery{})
 	if err != nil && ErrorCode(err) != ENOTFOUND {
 		return nil, err
 	}
-	var stored []*Message
+	var stored, storedSys []*Message
 	for _, m := range all {
-		if !m.IsSummary() && !m.IsVersion() && !m.IsSuperseded() {
+		switch {
+		case m.IsSummary() || m.IsVersion() || m.IsSuperseded() || IsGatewayNote(m):
+			// not the client's: it never sends them back
+		case m.Role == RoleSystem:
+			storedSys = append(storedSys, m)
+		default:
 			stored = append(stored, m)
 		}
 	}
+	var sent, sentSys []int // indexes in the history
+	for i, m := range req.History {
+		if m.Role == RoleSystem {
+			sentSys = append(sentSys, i)
+		} else {
+			sent = append(sent, i)
+		}
+	}
 	client := map[string]int{}
+	var stale []*Message
+	var fresh []int
+	used := make([]bool, len(storedSys))
+	for _, i := range sentSys {
+		j := -1
+		for x, m := range storedSys {
+			if !used[x] && sameTurn(m, req.History[i]) {
+				j = x
+				break
+			}
+		}
+		if j < 0 {
+			fresh = append(fresh, i)
+			continue
+		}
+		used[j] = true
+		client[storedSys[j].ID] = i
+	}
+	for j, m := range storedSys {
+		if !used[j] {
+			stale = append(stale, m)
+		}
+	}
 	k := 0
-	for k < len(stored) && k < len(req.History) && sameTurn(stored[k], req.History[k]) {
-		client[stored[k].ID] = k
+	for k < len(stored) && k < len(sent) && sameTurn(stored[k], req.History[sent[k]]) {
+		client[stored[k].ID] = sent[k]
 		k++
 	}
-	if k < len(stored) {
-		ids, err := g.supersede(ctx, tenant, req.Session, stored[k:])
+	stale = append(stale, stored[k:]...)
+	fresh = append(fresh, sent[k:]...)
+	slices.Sort(fresh) // stored in the history's order
+	if len(stale) > 0 {
+		ids, err := g.supersede(ctx, tenant, req.Session, stale)
 		if err != nil {
 			return nil, err
 		}
 		out.Superseded = ids
 	}
-	fresh := req.History[k:]
 	for len(fresh) > 0 {
 		n := min(len(fresh), g.s.Limits.MaxMessagesPerCall)
-		res, err := g.s.Append(ctx, req.Session, fresh[:n])
+		batch := make([]*Message, n)
+		for j, i := range fresh[:n] {
+			batch[j] = req.History[i]
+		}
+		res, err := g.s.Append(ctx, req.Session, batch)
 		if err != nil {
 			return nil, err
 		}
 		for j, id := range res.IDs {
-			client[id] = k + j
+			client[id] = fresh[j]
 		}
 		out.Stored += n
 		out.Compacted = out.Compacted || res.Compaction != nil
-		fresh, k = fresh[n:], k+n
+		fresh = fresh[n:]
 	}
 	return client, nil
 }
+
+// GatewayNoteKey marks, in a message's metadata, a note the gateway stored
+// itself (a flush turn's save_memory): the client never sends it back, so
+// it takes no part in matching the client's history.
+const GatewayNoteKey = "ctxd_note"
+
+// IsGatewayNote reports whether the gateway stored m itself.
+func IsGatewayNote(m *Message) bool { return m.Metadata[GatewayNoteKey] == true }
 
 // sameTurn reports whether a resent client message is the stored one: same
 // role, text, tool call id and tool calls. Names and metadata are not

@@ -237,9 +237,28 @@ func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
 			t.Fatalf("cold chunk's drop_reason %v, want superseded", r)
 		}
 	}
+	// An agent that rewrites its system prompt replaces the stored prompt,
+	// not the conversation after it.
+	sys1 := openai.ChatCompletionMessage{Role: "system", Content: "Today is Monday."}
+	call(sys1, u1, a1, u2e)
+	sys2 := openai.ChatCompletionMessage{Role: "system", Content: "Today is Tuesday."}
+	call(sys2, u1, a1, u2e)
+	if got, want := strings.Join(up.last(t).contents(), "|"), "system: Today is Tuesday.|user: first question|assistant: answer 1|user: second question, edited"; got != want {
+		t.Fatalf("upstream got %q, want %q", got, want)
+	}
+	var dropped []string
+	for _, m := range sessionMessages(ts, "edit-1") {
+		if m["state"] == "dropped" {
+			dropped = append(dropped, m["content"].(string))
+		}
+	}
+	// answer 3, answer 4: regenerated answers the client did not keep
+	if got, want := strings.Join(dropped, "|"), "second question, with a typo|answer 2|answer 3|Today is Monday.|answer 4"; got != want {
+		t.Fatalf("superseded %q, want %q", got, want)
+	}
 	// Resending the edited history stores nothing new.
 	before := len(sessionMessages(ts, "edit-1"))
-	call(u1, a1, u2e, openai.ChatCompletionMessage{Role: "assistant", Content: "answer 3"}, openai.ChatCompletionMessage{Role: "user", Content: "thanks"})
+	call(sys2, u1, a1, u2e, openai.ChatCompletionMessage{Role: "assistant", Content: "answer 5"}, openai.ChatCompletionMessage{Role: "user", Content: "thanks"})
 	if got := len(sessionMessages(ts, "edit-1")); got != before+2 {
 		t.Fatalf("%d messages after one more turn, want %d", got, before+2)
 	}
