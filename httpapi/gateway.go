@@ -60,8 +60,9 @@ type wireFormat interface {
 	path() string
 	// auth sets the upstream's credentials on out from the caller's in.
 	auth(in, out http.Header, key string)
-	// answer reads a non-streamed answer.
-	answer(body []byte) (*memory.Message, error)
+	// answer reads a non-streamed answer, and the prompt tokens the
+	// upstream reported (0: none).
+	answer(body []byte) (*memory.Message, int, error)
 	// stream returns a reader of a streamed answer's events.
 	stream() streamParser
 }
@@ -71,6 +72,8 @@ type streamParser interface {
 	// data reads one event's data; done: it ends the answer.
 	data(line []byte) (done bool)
 	answer() *memory.Message
+	// promptTokens is what the upstream reported the prompt cost (0: none).
+	promptTokens() int
 }
 
 // gatewayCall is one model call: the domain request, and how to speak to
@@ -173,10 +176,13 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 	if err != nil {
 		return memory.Errorf(memory.EUNAVAILABLE, "read the upstream's answer: %v", err)
 	}
-	if ans, err := call.format.answer(body); err != nil {
+	if ans, prompt, err := call.format.answer(body); err != nil {
 		s.opts.Logger.Warn("gateway: the upstream's answer could not be read, not stored", "session", win.Session, "err", err)
-	} else if err := s.gateway.StoreAnswer(keep, win.Session, ans); err != nil {
-		return err
+	} else {
+		s.gateway.Calibrate(keep, win.Session, win.Tokens+win.ToolTokens, prompt)
+		if err := s.gateway.StoreAnswer(keep, win.Session, ans); err != nil {
+			return err
+		}
 	}
 	c.Response().WriteHeader(resp.StatusCode)
 	_, err = c.Response().Write(body)
@@ -198,6 +204,7 @@ func (s *Server) relayStream(c echo.Context, keep context.Context, call gatewayC
 			return
 		}
 		stored = true
+		s.gateway.Calibrate(keep, win.Session, win.Tokens+win.ToolTokens, p.promptTokens())
 		if err := s.gateway.StoreAnswer(keep, win.Session, p.answer()); err != nil {
 			s.opts.Logger.Error("gateway: store a streamed answer", "session", win.Session, "err", err)
 		}

@@ -353,30 +353,47 @@ func toAnthropic(m *memory.Message) (string, []json.RawMessage, error) {
 	return role, out, nil
 }
 
-func (f *anthropicFormat) answer(body []byte) (*memory.Message, error) {
+// anthropicUsage is what a Messages answer says the prompt cost: the
+// tokens read from and written to the prompt cache are part of it.
+type anthropicUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+func (u anthropicUsage) prompt() int {
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+func (f *anthropicFormat) answer(body []byte) (*memory.Message, int, error) {
 	var a struct {
 		Content []anthropicBlock `json:"content"`
+		Usage   anthropicUsage   `json:"usage"`
 	}
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	msgs, err := fromAnthropic("assistant", a.Content)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return msgs[0], nil
+	return msgs[0], a.Usage.prompt(), nil
 }
 
 func (f *anthropicFormat) stream() streamParser { return &anthropicStream{} }
 
 // anthropicStream adds up the content blocks of a streamed message.
 type anthropicStream struct {
+	prompt int
 	blocks []anthropicBlock
 	inputs []string // a tool_use block's input, as it streams
 }
 
 type anthropicEvent struct {
-	Type         string         `json:"type"`
+	Type    string `json:"type"`
+	Message struct {
+		Usage anthropicUsage `json:"usage"`
+	} `json:"message"`
 	Index        int            `json:"index"`
 	ContentBlock anthropicBlock `json:"content_block"`
 	Delta        struct {
@@ -392,6 +409,8 @@ func (p *anthropicStream) data(line []byte) bool {
 		return false
 	}
 	switch ev.Type {
+	case "message_start":
+		p.prompt = ev.Message.Usage.prompt()
 	case "content_block_start":
 		for len(p.blocks) <= ev.Index {
 			p.blocks = append(p.blocks, anthropicBlock{})
@@ -413,6 +432,8 @@ func (p *anthropicStream) data(line []byte) bool {
 	}
 	return false
 }
+
+func (p *anthropicStream) promptTokens() int { return p.prompt }
 
 func (p *anthropicStream) answer() *memory.Message {
 	var blocks []anthropicBlock

@@ -136,33 +136,51 @@ type openaiAnswer struct {
 	Choices []struct {
 		Message openaiMessage `json:"message"`
 	} `json:"choices"`
+	Usage *openaiUsage `json:"usage"`
 }
 
-func (f *openaiFormat) answer(body []byte) (*memory.Message, error) {
+type openaiUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
+}
+
+func (u *openaiUsage) prompt() int {
+	if u == nil {
+		return 0
+	}
+	return u.PromptTokens
+}
+
+func (f *openaiFormat) answer(body []byte) (*memory.Message, int, error) {
 	var a openaiAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(a.Choices) == 0 {
-		return &memory.Message{Role: memory.RoleAssistant}, nil
+		return &memory.Message{Role: memory.RoleAssistant}, a.Usage.prompt(), nil
 	}
 	m := a.Choices[0].Message
 	text, err := textOf(m.Content)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return &memory.Message{Role: memory.RoleAssistant, Content: text, ToolCalls: m.ToolCalls}, nil
+	return &memory.Message{Role: memory.RoleAssistant, Content: text, ToolCalls: m.ToolCalls}, a.Usage.prompt(), nil
 }
 
 func (f *openaiFormat) stream() streamParser { return &openaiStream{} }
 
-// openaiStream adds up the deltas of the first choice.
+// openaiStream adds up the deltas of the first choice. Usage comes in the
+// last chunk only when the client asked for it (stream_options): ctxd does
+// not ask in its place, since that chunk would reach a client that did not.
 type openaiStream struct {
-	text  strings.Builder
-	calls []memory.ToolCall
+	text   strings.Builder
+	calls  []memory.ToolCall
+	prompt int
 }
 
+func (p *openaiStream) promptTokens() int { return p.prompt }
+
 type openaiChunk struct {
+	Usage   *openaiUsage `json:"usage"`
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
@@ -182,6 +200,9 @@ func (p *openaiStream) data(line []byte) bool {
 	var ch openaiChunk
 	if json.Unmarshal(line, &ch) != nil {
 		return false // not ours to judge: the client gets it as it came
+	}
+	if n := ch.Usage.prompt(); n > 0 {
+		p.prompt = n
 	}
 	for _, c := range ch.Choices {
 		if c.Index != 0 {

@@ -41,10 +41,53 @@ type Gateway struct {
 	// that one themselves). Without them two calls of one session could
 	// both find the same history unseen and store it twice.
 	locks [256]sync.Mutex
+
+	// ratios calibrate each session's counts to its provider's (see
+	// Calibrate), by tenant and session. They live in memory: after a
+	// restart a session starts again at 1, and an overflow's retry covers
+	// the first call.
+	mu     sync.Mutex
+	ratios map[string]float64
 }
 
 // NewGateway returns the gateway of s.
-func NewGateway(s *Service) *Gateway { return &Gateway{s: s} }
+func NewGateway(s *Service) *Gateway { return &Gateway{s: s, ratios: map[string]float64{}} }
+
+// Calibration bounds: the margin added to what the provider reported, and
+// the range a ratio is kept in. It never goes below 1: a provider that
+// counts fewer tokens than ctxd leaves the window a little under-filled,
+// which costs nothing; a report far above 4 is an image-heavy prompt or a
+// provider's bug, not a tokenizer's difference.
+const (
+	calibrationMargin  = 1.05
+	minRatio, maxRatio = 1.0, 4.0
+)
+
+// Calibrate learns, from the prompt tokens the upstream reported for a
+// window that cost sent tokens in ctxd's count, how the provider's
+// tokenizer compares with the session's encoding: later windows of the
+// session are built to fit the model's window in the provider's count. A
+// Claude or Gemini tokenizer counts the same text as more tokens than
+// o200k_base; without this a window ctxd counts as full overfills it.
+func (g *Gateway) Calibrate(ctx context.Context, session string, sent, reported int) {
+	if sent <= 0 || reported <= 0 {
+		return
+	}
+	r := min(max(float64(reported)/float64(sent)*calibrationMargin, minRatio), maxRatio)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ratios[TenantFromContext(ctx)+"\x00"+session] = r
+}
+
+// ratio is the session's calibration, 1 until the upstream reported usage.
+func (g *Gateway) ratio(tenant, session string) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r, ok := g.ratios[tenant+"\x00"+session]; ok {
+		return r
+	}
+	return 1
+}
 
 func (g *Gateway) lock(tenant, id string) func() {
 	mu := &g.locks[stripe(tenant, id, len(g.locks))]
@@ -111,6 +154,8 @@ type GatewayWindow struct {
 	Messages   []GatewayMessage
 	Tokens     int
 	MaxTokens  int
+	ToolTokens int      // what the tool definitions cost, in ctxd's count
+	Ratio      float64  // the session's calibration the window was built with
 	Stored     int      // client messages stored by this call
 	Superseded []string // stored messages the client's history replaced
 	Recovered  int      // cold messages brought back for this window
@@ -141,20 +186,21 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	if err != nil {
 		return nil, err
 	}
-	reserve := req.Reserve
+	tools := 0
 	if req.Tools != "" {
-		n, err := g.s.Tokenizer.Count(enc, req.Tools)
-		if err != nil {
+		if tools, err = g.s.Tokenizer.Count(enc, req.Tools); err != nil {
 			return nil, fmt.Errorf("count the tool definitions: %w", err)
 		}
-		reserve += n
 	}
-	maxTokens := window - reserve
+	// The window and the answer are in the provider's count; the tools and
+	// the history in ctxd's, scaled by the session's calibration.
+	ratio := g.ratio(tenant, req.Session)
+	maxTokens := int(float64(window-req.Reserve)/ratio) - tools
 	if maxTokens < 1 {
-		return nil, Errorf(EINVALID, "the model's context window (%d tokens) leaves no room for the history after %d tokens for the answer and the tools: lower max_tokens or set X-Ctxd-Context-Window",
-			window, reserve)
+		return nil, Errorf(EINVALID, "the model's context window (%d tokens) leaves no room for the history after %d tokens for the answer and %d for the tools: lower max_tokens or set X-Ctxd-Context-Window",
+			window, req.Reserve, tools)
 	}
-	out := &GatewayWindow{Session: req.Session, MaxTokens: maxTokens}
+	out := &GatewayWindow{Session: req.Session, MaxTokens: maxTokens, ToolTokens: tools, Ratio: ratio}
 	client, err := g.sync(ctx, tenant, req, out)
 	if err != nil {
 		return nil, err

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/ctxd/ctxd/tokenizer"
 )
 
 // anthropicAnswer answers a Messages request with content blocks.
@@ -200,5 +202,56 @@ func TestGatewayAnthropicErrors(t *testing.T) {
 	}
 	if k := anthropicKey(up.last(t).Header); k != "sk-ant-upstream" {
 		t.Fatalf("upstream x-api-key %q, want the caller's", k)
+	}
+}
+
+// TestGatewayAnthropicCalibratesToReportedUsage: an upstream whose
+// tokenizer counts twice what ctxd's does (reported as usage) gets windows
+// that fit its window in its own count.
+func TestGatewayAnthropicCalibratesToReportedUsage(t *testing.T) {
+	tok := tokenizer.New()
+	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		raw, _ := json.Marshal(body["messages"])
+		n, _ := tok.Count("o200k_base", string(raw))
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{
+			"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+			"content": []any{map[string]any{"type": "text", "text": "noted"}}, "stop_reason": "end_turn", "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": 2 * n, "output_tokens": 1},
+		})
+	})
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	const window, answer = 3000, 200
+	client := anthropicClient(ts, option.WithHeader("X-Ctxd-Session", "calibrated"), option.WithHeader("X-Ctxd-Context-Window", fmt.Sprint(window)))
+	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: answer}
+	var res *http.Response
+	call := func() int {
+		t.Helper()
+		if _, err := client.Messages.New(context.Background(), params, option.WithResponseInto(&res)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(res.Header.Get("X-Ctxd-Tokens"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 40 {
+		params.Messages = append(params.Messages,
+			anthropic.NewUserMessage(anthropic.NewTextBlock(fmt.Sprintf("Reading %d: %s", i, strings.Repeat(fmt.Sprintf("sensor %d shows %d degrees. ", i, 20+i), 10)))))
+		if i == 0 {
+			call() // learns the ratio from a small window
+		}
+		params.Messages = append(params.Messages, anthropic.NewAssistantMessage(anthropic.NewTextBlock("noted")))
+	}
+	params.Messages = append(params.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock("Which sensor was warmest?")))
+	got := call()
+	// Uncalibrated, the window would take up to window-answer in ctxd's
+	// count: twice what the upstream can hold.
+	if limit := (window - answer) / 2; got > limit {
+		t.Fatalf("window of %d tokens in ctxd's count, want at most %d (the upstream counts double)", got, limit)
+	}
+	if got < (window-answer)/4 {
+		t.Fatalf("window of %d tokens: calibrated far below what fits", got)
 	}
 }
