@@ -34,6 +34,9 @@ type GatewayOptions struct {
 	// Client calls the upstreams; http.DefaultClient when nil. It must not
 	// time out a whole answer: a streamed one may take minutes.
 	Client *http.Client
+	// FlushTurn lets the gateway give the model one turn to save notes
+	// before a compaction (see memory.FlushInstruction).
+	FlushTurn bool
 }
 
 // Gateway response headers: what ctxd did for this call.
@@ -65,6 +68,60 @@ type wireFormat interface {
 	answer(body []byte) (*memory.Message, int, error)
 	// stream returns a reader of a streamed answer's events.
 	stream() streamParser
+	// flushBody is the flush turn's request: the window, the agent's tools
+	// and save_memory, and the flush instruction; never streamed.
+	flushBody(w *memory.GatewayWindow) ([]byte, error)
+	// notes reads the notes a flush turn's answer saved.
+	notes(body []byte) []string
+}
+
+// saveMemorySchema is the input of the save_memory tool, in JSON Schema.
+var saveMemorySchema = json.RawMessage(`{"type":"object","properties":{"note":{"type":"string","description":"the note, self-contained"}},"required":["note"]}`)
+
+// flushParts splits an upstream request for the flush turn: its fields,
+// its messages (into messages) and its tools.
+func flushParts(body []byte, messages any) (map[string]json.RawMessage, []json.RawMessage, error) {
+	var out map[string]json.RawMessage
+	var tools []json.RawMessage
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(out["messages"], messages); err != nil {
+		return nil, nil, err
+	}
+	if t, ok := out["tools"]; ok && string(t) != "null" {
+		if err := json.Unmarshal(t, &tools); err != nil {
+			return nil, nil, memory.Errorf(memory.EINVALID, "tools: %v", err)
+		}
+	}
+	return out, tools, nil
+}
+
+// flushRequest writes the flush turn's request: never streamed, with
+// tool_choice left to the model (a client's forced tool would keep it from
+// saving notes).
+func flushRequest(out map[string]json.RawMessage, messages any, tools []json.RawMessage, choice string) ([]byte, error) {
+	var err error
+	if out["messages"], err = json.Marshal(messages); err != nil {
+		return nil, err
+	}
+	if out["tools"], err = json.Marshal(tools); err != nil {
+		return nil, err
+	}
+	out["tool_choice"] = json.RawMessage(choice)
+	delete(out, "stream")
+	return json.Marshal(out)
+}
+
+// savedNote reads a save_memory call's input.
+func savedNote(input []byte) string {
+	var in struct {
+		Note string `json:"note"`
+	}
+	if json.Unmarshal(input, &in) != nil {
+		return ""
+	}
+	return in.Note
 }
 
 // streamParser accumulates a streamed answer from its SSE data lines.
@@ -127,6 +184,12 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 		var err error
 		if win, err = s.gateway.Prepare(ctx, call.req); err != nil {
 			return err
+		}
+		if win.FlushDue && s.opts.Gateway.FlushTurn && s.flushTurn(ctx, c.Request().Header, call, win) {
+			// the notes are pinned: the window to send holds them
+			if win, err = s.gateway.Prepare(ctx, call.req); err != nil {
+				return err
+			}
 		}
 		body, err := call.format.body(win)
 		if err != nil {
@@ -241,6 +304,35 @@ func (s *Server) relayStream(c echo.Context, keep context.Context, call gatewayC
 		s.opts.Logger.Warn("gateway: the upstream's stream broke off", "session", win.Session, "err", readErr)
 	}
 	return nil
+}
+
+// flushTurn sends the upstream the flush turn and stores the notes it
+// saved; it reports whether any were. Its failures are logged, not
+// returned: the client's own call goes on without the notes.
+func (s *Server) flushTurn(ctx context.Context, in http.Header, call gatewayCall, win *memory.GatewayWindow) bool {
+	body, err := call.format.flushBody(win)
+	if err != nil {
+		s.opts.Logger.Warn("gateway: render the flush turn", "session", win.Session, "err", err)
+		return false
+	}
+	call.stream = false
+	resp, err := s.forward(ctx, in, call, body)
+	if err != nil {
+		s.opts.Logger.Warn("gateway: the flush turn failed", "session", win.Session, "err", err)
+		return false
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil || resp.StatusCode >= 300 {
+		s.opts.Logger.Warn("gateway: the flush turn failed", "session", win.Session, "status", resp.StatusCode, "err", err)
+		return false
+	}
+	notes := call.format.notes(answer)
+	if err := s.gateway.SaveNotes(ctx, win.Session, notes); err != nil {
+		s.opts.Logger.Warn("gateway: store the flush turn's notes", "session", win.Session, "err", err)
+		return false
+	}
+	return len(notes) > 0
 }
 
 // forward sends body to the upstream with the caller's headers that the

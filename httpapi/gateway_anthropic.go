@@ -456,3 +456,39 @@ func (p *anthropicStream) answer() *memory.Message {
 	msgs, _ := fromAnthropic("assistant", blocks)
 	return msgs[0]
 }
+
+func (f *anthropicFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
+	b, err := f.body(w)
+	if err != nil {
+		return nil, err
+	}
+	var turns []anthropicTurn
+	out, tools, err := flushParts(b, &turns)
+	if err != nil {
+		return nil, err
+	}
+	instr, _ := json.Marshal(anthropicBlock{Type: "text", Text: memory.FlushInstruction})
+	if n := len(turns); n > 0 && turns[n-1].Role == "user" {
+		turns[n-1].Content = append(turns[n-1].Content, instr)
+	} else {
+		turns = append(turns, anthropicTurn{Role: "user", Content: []json.RawMessage{instr}})
+	}
+	tool, _ := json.Marshal(map[string]any{"name": memory.SaveMemoryTool, "description": memory.SaveMemoryDescription, "input_schema": saveMemorySchema})
+	return flushRequest(out, turns, append(tools, tool), `{"type":"auto"}`)
+}
+
+func (f *anthropicFormat) notes(body []byte) []string {
+	var a struct {
+		Content []anthropicBlock `json:"content"`
+	}
+	if json.Unmarshal(body, &a) != nil {
+		return nil
+	}
+	var notes []string
+	for _, b := range a.Content {
+		if b.Type == "tool_use" && b.Name == memory.SaveMemoryTool {
+			notes = append(notes, savedNote(b.Input))
+		}
+	}
+	return notes
+}

@@ -236,3 +236,34 @@ func (p *openaiStream) answer() *memory.Message {
 	}
 	return &memory.Message{Role: memory.RoleAssistant, Content: p.text.String(), ToolCalls: calls}
 }
+
+func (f *openaiFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
+	b, err := f.body(w)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []json.RawMessage
+	out, tools, err := flushParts(b, &msgs)
+	if err != nil {
+		return nil, err
+	}
+	instr, _ := json.Marshal(map[string]string{"role": "user", "content": memory.FlushInstruction})
+	tool, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]any{
+		"name": memory.SaveMemoryTool, "description": memory.SaveMemoryDescription, "parameters": saveMemorySchema}})
+	delete(out, "stream_options")
+	return flushRequest(out, append(msgs, instr), append(tools, tool), `"auto"`)
+}
+
+func (f *openaiFormat) notes(body []byte) []string {
+	var a openaiAnswer
+	if json.Unmarshal(body, &a) != nil || len(a.Choices) == 0 {
+		return nil
+	}
+	var notes []string
+	for _, tc := range a.Choices[0].Message.ToolCalls {
+		if tc.Function.Name == memory.SaveMemoryTool {
+			notes = append(notes, savedNote([]byte(tc.Function.Arguments)))
+		}
+	}
+	return notes
+}

@@ -160,6 +160,10 @@ type GatewayWindow struct {
 	Superseded []string // stored messages the client's history replaced
 	Recovered  int      // cold messages brought back for this window
 	Compacted  bool     // a compaction ran during this call
+	// FlushDue: this call's writes brought the session near compaction for
+	// the first time this cycle; the gateway gives the model its one chance
+	// to save notes (see FlushInstruction) before the compaction.
+	FlushDue bool
 }
 
 // harderShare is the budget of the retry after an overflow: the upstream
@@ -342,6 +346,7 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 		}
 		out.Stored += n
 		out.Compacted = out.Compacted || res.Compaction != nil
+		out.FlushDue = out.FlushDue || (res.Session != nil && res.Session.FlushPrompt != "")
 		fresh = fresh[n:]
 	}
 	return client, nil
@@ -434,6 +439,45 @@ func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Messa
 	defer unlock()
 	if _, err := g.s.Append(ctx, session, []*Message{answer}); err != nil {
 		return fmt.Errorf("store the upstream's answer: %w", err)
+	}
+	return nil
+}
+
+// The flush turn: when a compaction that drops or summarizes content is
+// near, the gateway sends the upstream one extra request (the window, the
+// agent's tools and SaveMemoryTool, then FlushInstruction), stores the
+// notes the model saves through the tool, and does not show that turn to
+// the client or store it as conversation. The session's flush state makes
+// it once per compaction cycle.
+const (
+	SaveMemoryTool        = "save_memory"
+	SaveMemoryDescription = "Save one durable note (a fact, decision, preference or open task) that must survive when older parts of this conversation are compacted. Call once per note."
+	FlushInstruction      = "[ctxd] This conversation is about to be compacted: older messages will be summarized or moved out of your context. Before that, call save_memory once for each durable fact, decision, preference or open task you will still need. Do not answer the user in this turn."
+)
+
+// maxFlushNotes bounds the notes one flush turn stores: each is pinned,
+// and pinned notes share the session's pinned budget.
+const maxFlushNotes = 20
+
+// SaveNotes stores the notes a flush turn saved as pinned system messages
+// marked as the gateway's (GatewayNoteKey), so they stay in every window
+// and take no part in matching the client's history. ECONFLICT when they
+// would pass the session's pinned budget.
+func (g *Gateway) SaveNotes(ctx context.Context, session string, notes []string) error {
+	var msgs []*Message
+	for _, n := range notes {
+		if n = strings.TrimSpace(n); n != "" && len(msgs) < maxFlushNotes {
+			msgs = append(msgs, &Message{Role: RoleSystem, Content: "Note saved before compaction: " + n, Pinned: true,
+				Metadata: map[string]any{GatewayNoteKey: true}})
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	unlock := g.lock(TenantFromContext(ctx), session)
+	defer unlock()
+	if _, err := g.s.Append(ctx, session, msgs); err != nil {
+		return fmt.Errorf("store the flush turn's notes: %w", err)
 	}
 	return nil
 }

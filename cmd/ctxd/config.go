@@ -47,6 +47,7 @@ type Config struct {
 	SummaryTimeout       time.Duration
 	UpstreamOpenAIURL    string
 	UpstreamAnthropicURL string
+	GatewayFlush         bool
 	ShareSummary         float64
 	ShareRecovered       float64
 	RecoverNext          bool
@@ -104,6 +105,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.SummaryModel, "summary-model", "gpt-4o-mini", "chat model at --summary-url")
 	fs.DurationVar(&c.SummaryTimeout, "summary-timeout", 60*time.Second, "timeout of one summary request")
 	fs.StringVar(&c.UpstreamOpenAIURL, "upstream-openai-url", "", "base URL of the OpenAI-compatible API that POST /v1/chat/completions forwards to, as the OpenAI SDK takes it (ending in /v1, e.g. https://api.openai.com/v1); empty: the endpoint answers 404. The caller's Authorization is passed on, else CTXD_UPSTREAM_OPENAI_API_KEY")
+	fs.BoolVar(&c.GatewayFlush, "gateway-flush", true, "before a compaction, the gateway endpoints give the model one extra turn, unseen by the client, to save notes (pinned) with a save_memory tool; once per compaction cycle")
 	fs.StringVar(&c.UpstreamAnthropicURL, "upstream-anthropic-url", "", "base URL of the Anthropic API that POST /v1/messages forwards to, as the Anthropic SDK takes it (no /v1, e.g. https://api.anthropic.com); empty: the endpoint answers 404. The caller's x-api-key is passed on, else CTXD_UPSTREAM_ANTHROPIC_API_KEY")
 	fs.Float64Var(&c.ShareSummary, "share-summary", memory.DefaultShares.Summary, "share of the context budget summaries use first")
 	fs.Float64Var(&c.ShareRecovered, "share-recovered", memory.DefaultShares.Recovered, "share of the context budget recovered cold messages use first")

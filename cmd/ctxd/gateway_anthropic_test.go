@@ -255,3 +255,37 @@ func TestGatewayAnthropicCalibratesToReportedUsage(t *testing.T) {
 		t.Fatalf("window of %d tokens: calibrated far below what fits", got)
 	}
 }
+
+func TestGatewayAnthropicFlushTurn(t *testing.T) {
+	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		if raw, _ := json.Marshal(body["tools"]); strings.Contains(string(raw), `"save_memory"`) {
+			anthropicAnswer(w, map[string]any{"type": "tool_use", "id": "toolu_n", "name": "save_memory", "input": map[string]any{"note": "Staging runs on port 8443."}})
+			return
+		}
+		anthropicAnswer(w, map[string]any{"type": "text", "text": "carry on"})
+	})
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	client := anthropicClient(ts, option.WithHeader("X-Ctxd-Session", "an-flush"), option.WithHeader("X-Ctxd-Context-Window", "2000"))
+	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 100, System: []anthropic.TextBlockParam{{Text: "You run staging."}}}
+	for i := range 3 {
+		params.Messages = append(params.Messages, anthropic.NewUserMessage(anthropic.NewTextBlock(fmt.Sprintf("Log %d: %s", i, strings.Repeat("the staging deploy finished without errors. ", 34)))))
+		if i < 2 {
+			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(anthropic.NewTextBlock("ok")))
+		}
+	}
+	res, err := client.Messages.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Content[0].Text != "carry on" || up.count() != 2 {
+		t.Fatalf("answer %+v after %d upstream requests, want \"carry on\" after the flush turn and the call", res.Content, up.count())
+	}
+	turns := up.requests[0].Body["messages"].([]any)
+	last := turns[len(turns)-1].(map[string]any)
+	if raw, _ := json.Marshal(last); last["role"] != "user" || !strings.Contains(string(raw), "save_memory") {
+		t.Fatalf("the flush turn ends with %s, want the instruction in the user's turn", raw)
+	}
+	if sys, _ := json.Marshal(up.requests[1].Body["system"]); !strings.Contains(string(sys), "port 8443") || !strings.Contains(string(sys), "You run staging.") {
+		t.Fatalf("the call's system prompt %s, want the client's and the saved note", sys)
+	}
+}

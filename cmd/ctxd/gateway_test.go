@@ -520,3 +520,91 @@ func TestGatewayOpenAIKeysAndTenants(t *testing.T) {
 	ts.as(keyA).mustDo(200, "GET", "/v1/sessions/keyed", nil)
 	ts.as(keyB).mustDo(404, "GET", "/v1/sessions/keyed", nil)
 }
+
+func TestGatewayOpenAIFlushTurn(t *testing.T) {
+	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		raw, _ := json.Marshal(body["tools"])
+		if strings.Contains(string(raw), `"save_memory"`) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"id": "c", "object": "chat.completion", "model": "gpt-4o",
+				"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls", "message": map[string]any{"role": "assistant", "content": nil,
+					"tool_calls": []any{map[string]any{"id": "call_n", "type": "function",
+						"function": map[string]any{"name": "save_memory", "arguments": `{"note":"The deploy key lives at vault path secret/deploy-7."}`}}}}}}})
+			return
+		}
+		openaiAnswer(w, "carry on")
+	})
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"flush-1"}, "X-Ctxd-Context-Window": {"2000"}})
+	tools := []openai.Tool{{Type: "function", Function: &openai.FunctionDefinition{Name: "run", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	history := []openai.ChatCompletionMessage{{Role: "system", Content: "You deploy services."}}
+	call := func() {
+		t.Helper()
+		res, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "gpt-4o", Messages: history, Tools: tools, MaxCompletionTokens: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Choices[0].Message.Content != "carry on" {
+			t.Fatalf("the client got %+v, want the answer to its own call", res.Choices[0].Message)
+		}
+		history = append(history, res.Choices[0].Message)
+	}
+	// A short session: no flush turn.
+	history = append(history, openai.ChatCompletionMessage{Role: "user", Content: "hello"})
+	call()
+	if up.count() != 1 {
+		t.Fatalf("%d upstream requests for a short session, want 1", up.count())
+	}
+	// Near the compaction trigger (half of 2,000, flush_due 250 before it).
+	// Each note under a quarter of the window: a larger message counts as
+	// its cut view.
+	for i := range 3 {
+		history = append(history, openai.ChatCompletionMessage{Role: "user", Content: fmt.Sprintf("Deploy notes %d: %s", i, strings.Repeat("the service restarts cleanly after the key rotation. ", 25))})
+		if i < 2 {
+			history = append(history, openai.ChatCompletionMessage{Role: "assistant", Content: "ok"})
+		}
+	}
+	call()
+	if up.count() != 3 {
+		t.Fatalf("%d upstream requests, want 3 (the flush turn, then the call); session %v", up.count(), ts.mustDo(200, "GET", "/v1/sessions/flush-1", nil))
+	}
+	flush, real := up.requests[1], up.requests[2]
+	if got := flush.contents(); !strings.Contains(got[len(got)-1], "save_memory") {
+		t.Fatalf("the flush turn's last message %q, want the flush instruction", got[len(got)-1])
+	}
+	if raw, _ := json.Marshal(flush.Body["tools"]); !strings.Contains(string(raw), `"run"`) || flush.Body["stream"] != nil {
+		t.Fatalf("the flush turn's tools %s (want the agent's and save_memory), stream %v", raw, flush.Body["stream"])
+	}
+	if raw, _ := json.Marshal(real.Body["tools"]); strings.Contains(string(raw), "save_memory") {
+		t.Fatalf("the client's call went with ctxd's tool: %s", raw)
+	}
+	if got := strings.Join(real.contents(), "|"); !strings.Contains(got, "secret/deploy-7") || strings.Contains(got, "about to be compacted") {
+		t.Fatalf("the client's call went with %q: want the saved note, not the flush turn", got)
+	}
+	var notes, conversation []string
+	for _, m := range sessionMessages(ts, "flush-1") {
+		if m["kind"] == "summary" {
+			continue
+		}
+		if md, _ := m["metadata"].(map[string]any); md["ctxd_note"] == true {
+			if m["pinned"] != true {
+				t.Fatalf("note %v is not pinned", m)
+			}
+			notes = append(notes, m["content"].(string))
+			continue
+		}
+		conversation = append(conversation, m["content"].(string))
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "secret/deploy-7") {
+		t.Fatalf("notes %q", notes)
+	}
+	if len(conversation) != len(history) {
+		t.Fatalf("%d conversation messages stored, want %d (the flush turn is not conversation)", len(conversation), len(history))
+	}
+	// Once per compaction cycle: the next call has no flush turn.
+	history = append(history, openai.ChatCompletionMessage{Role: "user", Content: "next step"})
+	call()
+	if up.count() != 4 {
+		t.Fatalf("%d upstream requests, want 4 (no second flush turn this cycle)", up.count())
+	}
+}

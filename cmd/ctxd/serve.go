@@ -196,6 +196,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		Gateway: httpapi.GatewayOptions{
 			OpenAI:    httpapi.Upstream{URL: cfg.UpstreamOpenAIURL, Key: os.Getenv("CTXD_UPSTREAM_OPENAI_API_KEY")},
 			Anthropic: httpapi.Upstream{URL: cfg.UpstreamAnthropicURL, Key: os.Getenv("CTXD_UPSTREAM_ANTHROPIC_API_KEY")},
+			FlushTurn: cfg.GatewayFlush,
 		}})
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
