@@ -97,6 +97,22 @@ func TestGatewayReplayAgentRuns(t *testing.T) {
 			}
 			ctxdTime = append(ctxdTime, time.Since(start)-(upstreamTime-before))
 		}
+		// Each message stored once: none seen as a diverging history.
+		last := 0
+		for i, m := range rec.Messages {
+			if m.Role == "assistant" {
+				last = i
+			}
+		}
+		stored := 0
+		for _, m := range sessionMessages(ts, "replay-"+strconv.Itoa(run)) {
+			if m["kind"] != "summary" {
+				stored++
+			}
+		}
+		if stored != last+1 {
+			t.Errorf("%s: %d messages stored, want %d", rec.ID, stored, last+1)
+		}
 	}
 	if len(ctxdTime) == 0 {
 		t.Fatal("no step replayed")
