@@ -107,39 +107,63 @@ func lookup(keys []Key, presented string) (Key, bool) {
 // charges its rate limit: per key, or per client IP without keys (and for
 // failed attempts, so guessing keys is rate limited too).
 func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		r := c.Request()
-		tenant := memory.DefaultTenant
-		ip := "ip:" + c.RealIP()
-		if len(s.opts.Keys) > 0 {
-			token, ok := bearer(r.Header.Get(echo.HeaderAuthorization))
-			if !ok {
-				return s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "missing API key: send Authorization: Bearer KEY"))
-			}
-			k, ok := lookup(s.opts.Keys, token)
-			if !ok {
-				return s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "unknown API key"))
-			}
-			tenant = k.Tenant
-			c.Set(adminKey, k.Admin)
-			if err := s.charge("key:"+hex.EncodeToString(k.Hash[:8]), nil); err != nil {
-				return err
-			}
-			if asked := r.Header.Get(TenantHeader); asked != "" && asked != tenant {
-				if !k.Admin {
-					return memory.Errorf(memory.EFORBIDDEN, "this key belongs to another tenant; only an admin key may act as %q", asked)
-				}
-				if !tenantName.MatchString(asked) {
-					return memory.Errorf(memory.EINVALID, "%s: not a valid tenant name", TenantHeader)
-				}
-				tenant = asked
-			}
-		} else if err := s.charge(ip, nil); err != nil {
+	return s.admitBy(func(r *http.Request) (string, bool) { return bearer(r.Header.Get(echo.HeaderAuthorization)) },
+		"send Authorization: Bearer KEY")(next)
+}
+
+// KeyHeader carries ctxd's API key on the gateway's model endpoints, where
+// Authorization (and x-api-key) belong to the upstream provider.
+const KeyHeader = "X-Ctxd-Key"
+
+// admitGateway is admit for the model endpoints: ctxd's key in KeyHeader.
+func (s *Server) admitGateway(next echo.HandlerFunc) echo.HandlerFunc {
+	return s.admitBy(func(r *http.Request) (string, bool) {
+		k := strings.TrimSpace(r.Header.Get(KeyHeader))
+		return k, k != ""
+	}, "send "+KeyHeader+": KEY (Authorization is passed to the upstream)")(next)
+}
+
+// admitBy is admit with the key read by key; how says how to send it.
+func (s *Server) admitBy(key func(*http.Request) (string, bool), how string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			return s.admitRequest(c, next, key, how)
+		}
+	}
+}
+
+func (s *Server) admitRequest(c echo.Context, next echo.HandlerFunc, key func(*http.Request) (string, bool), how string) error {
+	r := c.Request()
+	tenant := memory.DefaultTenant
+	ip := "ip:" + c.RealIP()
+	if len(s.opts.Keys) > 0 {
+		token, ok := key(r)
+		if !ok {
+			return s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "missing API key: %s", how))
+		}
+		k, ok := lookup(s.opts.Keys, token)
+		if !ok {
+			return s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "unknown API key"))
+		}
+		tenant = k.Tenant
+		c.Set(adminKey, k.Admin)
+		if err := s.charge("key:"+hex.EncodeToString(k.Hash[:8]), nil); err != nil {
 			return err
 		}
-		c.SetRequest(r.WithContext(memory.NewContextWithTenant(r.Context(), tenant)))
-		return next(c)
+		if asked := r.Header.Get(TenantHeader); asked != "" && asked != tenant {
+			if !k.Admin {
+				return memory.Errorf(memory.EFORBIDDEN, "this key belongs to another tenant; only an admin key may act as %q", asked)
+			}
+			if !tenantName.MatchString(asked) {
+				return memory.Errorf(memory.EINVALID, "%s: not a valid tenant name", TenantHeader)
+			}
+			tenant = asked
+		}
+	} else if err := s.charge(ip, nil); err != nil {
+		return err
 	}
+	c.SetRequest(r.WithContext(memory.NewContextWithTenant(r.Context(), tenant)))
+	return next(c)
 }
 
 // charge takes one request from identity's allowance: a 429 when it is

@@ -52,6 +52,9 @@ type Options struct {
 	// of unknown length counts as BodyLimit); a request over it answers 503
 	// with Retry-After. 0: no cap.
 	BodyBytesInFlight int64
+	// Gateway configures the model endpoints (POST /v1/chat/completions,
+	// POST /v1/messages).
+	Gateway GatewayOptions
 }
 
 // Server is the HTTP front of a memory.Service.
@@ -62,6 +65,7 @@ type Server struct {
 	h       http.Handler
 	limiter *middleware.RateLimiterMemoryStore
 	bodies  *bodyBudget // nil: no cap
+	gateway *memory.Gateway
 }
 
 //go:embed openapi.json
@@ -75,7 +79,7 @@ func New(svc *memory.Service, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{svc: svc, opts: opts, e: echo.New()}
+	s := &Server{svc: svc, opts: opts, e: echo.New(), gateway: memory.NewGateway(svc)}
 	s.h = headAsGet(s.e)
 	if opts.BodyBytesInFlight > 0 {
 		s.bodies = &bodyBudget{max: opts.BodyBytesInFlight}
@@ -152,6 +156,13 @@ func New(svc *memory.Service, opts Options) *Server {
 	// Without the request timeout: an export takes as long as the store is
 	// large; the export bounds each write instead (DefaultExportStall).
 	v1.GET("/export", s.export, s.admit)
+	// The model endpoints take ctxd's key from X-Ctxd-Key (Authorization is
+	// the provider's) and no request timeout: a streamed answer may take
+	// longer than any bound set for ctxd's own calls. POST /v1/messages is
+	// its own route; /v1/messages/:id (a stored message) does not match it.
+	gw := []echo.MiddlewareFunc{s.admitGateway, s.limitBody}
+	v1.POST("/chat/completions", s.chatCompletions, gw...)
+	v1.POST("/messages", s.anthropicMessages, gw...)
 	return s
 }
 

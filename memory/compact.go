@@ -97,13 +97,18 @@ func (s *Service) Compact(ctx context.Context, sessionID string, req CompactRequ
 // Two sessions share a stripe 1 time in len(sessionLocks); no caller holds
 // two sessions' locks at once, so sharing cannot deadlock.
 func (s *Service) lockSession(tenant, id string) func() {
+	mu := &s.sessionLocks[stripe(tenant, id, len(s.sessionLocks))]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// stripe is the lock of n that a session's id hashes to.
+func stripe(tenant, id string, n int) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(tenant))
 	h.Write([]byte{0})
 	h.Write([]byte(id))
-	mu := &s.sessionLocks[h.Sum32()%uint32(len(s.sessionLocks))]
-	mu.Lock()
-	return mu.Unlock
+	return h.Sum32() % uint32(n)
 }
 
 func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, req CompactRequest) (*CompactionReport, error) {

@@ -64,7 +64,7 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 		}
 		// Originals only: a cold summary holds no turn verbatim, and its
 		// sources are candidates themselves.
-		if seen[m.Seq] || m.IsSummary() || m.IsVersion() || !(m.State == StateDropped || m.State == StateSummarized) {
+		if seen[m.Seq] || m.IsSummary() || m.IsVersion() || m.IsSuperseded() || !(m.State == StateDropped || m.State == StateSummarized) {
 			continue
 		}
 		// The next turn pays for the best few hits only; for all of them it
@@ -150,7 +150,7 @@ func (s *Service) coldGroup(ctx context.Context, tenant, sessionID string, m *Me
 				continue
 			}
 			group := u.msgs
-			if next := i + 1; withNext && next < len(units) && len(units[next].msgs) == 1 && units[next].complete() && !units[next].msgs[0].InWindow() && !units[next].msgs[0].IsVersion() {
+			if next := i + 1; withNext && next < len(units) && len(units[next].msgs) == 1 && units[next].complete() && !units[next].msgs[0].InWindow() && !units[next].msgs[0].IsVersion() && !units[next].msgs[0].IsSuperseded() {
 				group = append(append([]*Message{}, group...), units[next].msgs[0])
 			}
 			return group, nil
@@ -186,7 +186,7 @@ func (s *Service) withReplies(ctx context.Context, tenant, sessionID string, m *
 	group := []*Message{m}
 	for _, n := range next {
 		prev := group[len(group)-1]
-		if n.Role == RoleTool || len(n.ToolCalls) > 0 || n.InWindow() || n.IsSummary() || n.IsVersion() || n.CreatedAt.Sub(prev.CreatedAt) > replyGap {
+		if n.Role == RoleTool || len(n.ToolCalls) > 0 || n.InWindow() || n.IsSummary() || n.IsVersion() || n.IsSuperseded() || n.CreatedAt.Sub(prev.CreatedAt) > replyGap {
 			break
 		}
 		group = append(group, n)

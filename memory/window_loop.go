@@ -85,7 +85,8 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 	}
 	var originals []*Message
 	for _, m := range recent {
-		if !m.IsSummary() {
+		// A superseded message is not history any more: the client replaced it.
+		if !m.IsSummary() && !m.IsSuperseded() {
 			originals = append(originals, m)
 		}
 	}

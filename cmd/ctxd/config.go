@@ -20,56 +20,59 @@ import (
 // YAML config file under <flag_name>, with flags winning over the environment
 // over the file over the defaults.
 type Config struct {
-	Addr               string
-	DataDir            string
-	LogFormat          string
-	LogLevel           string
-	LogContent         bool
-	BodyLimit          int64
-	MaxMessagesPerCall int
-	MaxContentBytes    int
-	ContextWindow      int
-	Encoding           string
-	EmbedURL           string
-	EmbedModel         string
-	EmbedDim           int
-	EmbedBatch         int
-	EmbedTimeout       time.Duration
-	Reembed            bool
-	AllowEmptyStore    bool
-	Fusion             string
-	VectorWeight       float64
-	ExpansionWeight    float64
-	ShutdownTimeout    time.Duration
-	PprofAddr          string
-	SummaryURL         string
-	SummaryModel       string
-	SummaryTimeout     time.Duration
-	ShareSummary       float64
-	ShareRecovered     float64
-	RecoverNext        bool
-	PurgeInterval      time.Duration
-	SearchNeighbors    int
-	APIKeys            string
-	AllowRemote        bool
-	RateLimit          float64
-	RateBurst          int
-	RequestTimeout     time.Duration
-	ReadHeaderTimeout  time.Duration
-	ReadTimeout        time.Duration
-	WriteTimeout       time.Duration
-	IdleTimeout        time.Duration
-	MaxHeaderBytes     int
-	MaxConns           int
-	MaxConnsPerIP      int
-	MaxBodyInFlight    int64
-	MaxCompactions     int
-	MaxEmbeds          int
-	DiskReserve        int64
-	DiskReservePct     float64
-	DiskSpare          int64
-	Metrics            bool
-	Policy             memory.Policy
+	Addr                 string
+	DataDir              string
+	LogFormat            string
+	LogLevel             string
+	LogContent           bool
+	BodyLimit            int64
+	MaxMessagesPerCall   int
+	MaxContentBytes      int
+	ContextWindow        int
+	Encoding             string
+	EmbedURL             string
+	EmbedModel           string
+	EmbedDim             int
+	EmbedBatch           int
+	EmbedTimeout         time.Duration
+	Reembed              bool
+	AllowEmptyStore      bool
+	Fusion               string
+	VectorWeight         float64
+	ExpansionWeight      float64
+	ShutdownTimeout      time.Duration
+	PprofAddr            string
+	SummaryURL           string
+	SummaryModel         string
+	SummaryTimeout       time.Duration
+	UpstreamOpenAIURL    string
+	UpstreamAnthropicURL string
+	GatewayFlush         bool
+	ShareSummary         float64
+	ShareRecovered       float64
+	RecoverNext          bool
+	PurgeInterval        time.Duration
+	SearchNeighbors      int
+	APIKeys              string
+	AllowRemote          bool
+	RateLimit            float64
+	RateBurst            int
+	RequestTimeout       time.Duration
+	ReadHeaderTimeout    time.Duration
+	ReadTimeout          time.Duration
+	WriteTimeout         time.Duration
+	IdleTimeout          time.Duration
+	MaxHeaderBytes       int
+	MaxConns             int
+	MaxConnsPerIP        int
+	MaxBodyInFlight      int64
+	MaxCompactions       int
+	MaxEmbeds            int
+	DiskReserve          int64
+	DiskReservePct       float64
+	DiskSpare            int64
+	Metrics              bool
+	Policy               memory.Policy
 
 	// Keys are --api-keys plus the config file's keys section.
 	Keys []httpapi.Key
@@ -101,6 +104,9 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.SummaryURL, "summary-url", "", "OpenAI-compatible chat endpoint for summaries (e.g. http://127.0.0.1:11434/v1); empty: the built-in extractive summarizer. Key from CTXD_SUMMARY_API_KEY or OPENAI_API_KEY")
 	fs.StringVar(&c.SummaryModel, "summary-model", "gpt-4o-mini", "chat model at --summary-url")
 	fs.DurationVar(&c.SummaryTimeout, "summary-timeout", 60*time.Second, "timeout of one summary request")
+	fs.StringVar(&c.UpstreamOpenAIURL, "upstream-openai-url", "", "base URL of the OpenAI-compatible API that POST /v1/chat/completions forwards to, as the OpenAI SDK takes it (ending in /v1, e.g. https://api.openai.com/v1); empty: the endpoint answers 404. The caller's Authorization is passed on, else CTXD_UPSTREAM_OPENAI_API_KEY")
+	fs.BoolVar(&c.GatewayFlush, "gateway-flush", true, "before a compaction, the gateway endpoints give the model one extra turn, unseen by the client, to save notes (pinned) with a save_memory tool; once per compaction cycle")
+	fs.StringVar(&c.UpstreamAnthropicURL, "upstream-anthropic-url", "", "base URL of the Anthropic API that POST /v1/messages forwards to, as the Anthropic SDK takes it (no /v1, e.g. https://api.anthropic.com); empty: the endpoint answers 404. The caller's x-api-key is passed on, else CTXD_UPSTREAM_ANTHROPIC_API_KEY")
 	fs.Float64Var(&c.ShareSummary, "share-summary", memory.DefaultShares.Summary, "share of the context budget summaries use first")
 	fs.Float64Var(&c.ShareRecovered, "share-recovered", memory.DefaultShares.Recovered, "share of the context budget recovered cold messages use first")
 	fs.BoolVar(&c.RecoverNext, "recover-next", true, "recover the turn after a recovered one with it")

@@ -192,7 +192,12 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
-		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, BodyBytesInFlight: cfg.MaxBodyInFlight})
+		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, BodyBytesInFlight: cfg.MaxBodyInFlight,
+		Gateway: httpapi.GatewayOptions{
+			OpenAI:    httpapi.Upstream{URL: cfg.UpstreamOpenAIURL, Key: os.Getenv("CTXD_UPSTREAM_OPENAI_API_KEY")},
+			Anthropic: httpapi.Upstream{URL: cfg.UpstreamAnthropicURL, Key: os.Getenv("CTXD_UPSTREAM_ANTHROPIC_API_KEY")},
+			FlushTurn: cfg.GatewayFlush,
+		}})
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

@@ -1,0 +1,494 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/labstack/echo/v4"
+)
+
+// POST /v1/messages in the Anthropic Messages format. A client message
+// becomes one or more ctxd messages: an assistant's text and tool_use
+// blocks one assistant message with tool calls (the input's JSON with
+// sorted keys, so a resent call compares equal), a user's tool_result
+// blocks one tool message each and the rest of its blocks one user message.
+
+type anthropicRequest struct {
+	Model     string            `json:"model"`
+	Messages  []json.RawMessage `json:"messages"`
+	System    json.RawMessage   `json:"system"`
+	MaxTokens int               `json:"max_tokens"`
+	Stream    bool              `json:"stream"`
+	Tools     json.RawMessage   `json:"tools"`
+	Metadata  struct {
+		UserID string `json:"user_id"`
+	} `json:"metadata"`
+}
+
+type anthropicMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type anthropicBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+}
+
+// anthropicVersion is sent when the caller names none.
+const anthropicVersion = "2023-06-01"
+
+func (s *Server) anthropicMessages(c echo.Context) error {
+	var req anthropicRequest
+	raw, err := decodeModelCall(c, &req)
+	if err != nil {
+		return err
+	}
+	f := &anthropicFormat{raw: raw, messages: req.Messages, parts: make([]int, len(req.Messages))}
+	var history []*memory.Message
+	system, firstUser := "", ""
+	if len(bytes.TrimSpace(req.System)) > 0 && string(req.System) != "null" {
+		if system, err = textOf(req.System); err != nil {
+			return memory.Errorf(memory.EINVALID, "system: %v", err)
+		}
+		history = append(history, &memory.Message{Role: memory.RoleSystem, Content: system})
+		f.origin = append(f.origin, -1)
+	}
+	for i, rm := range req.Messages {
+		var am anthropicMessage
+		if err := json.Unmarshal(rm, &am); err != nil {
+			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+		}
+		blocks, err := anthropicBlocks(am.Content)
+		if err != nil {
+			return memory.Errorf(memory.EINVALID, "messages[%d].content: %v", i, err)
+		}
+		msgs, err := fromAnthropic(am.Role, blocks)
+		if err != nil {
+			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+		}
+		for _, m := range msgs {
+			if m.Role == memory.RoleUser && firstUser == "" {
+				firstUser = m.Content
+			}
+			history = append(history, m)
+			f.origin = append(f.origin, i)
+		}
+		f.parts[i] = len(msgs)
+	}
+	window, err := contextWindow(c, req.Model)
+	if err != nil {
+		return err
+	}
+	tools := ""
+	if len(req.Tools) > 0 && string(req.Tools) != "null" {
+		tools = string(req.Tools)
+	}
+	call := gatewayCall{
+		req: memory.GatewayRequest{
+			Session: memory.GatewaySessionID(c.Request().Header.Get(SessionHeader), req.Metadata.UserID, system, firstUser),
+			History: history, ContextWindow: window, Reserve: answerReserve(req.MaxTokens, window), Tools: tools,
+		},
+		format:   f,
+		upstream: s.opts.Gateway.Anthropic,
+		stream:   req.Stream,
+	}
+	return s.serveGateway(c, call)
+}
+
+// anthropicBlocks reads a content field: a string is one text block.
+func anthropicBlocks(raw json.RawMessage) ([]anthropicBlock, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		return []anthropicBlock{{Type: "text", Text: s}}, nil
+	}
+	var blocks []anthropicBlock
+	err := json.Unmarshal(raw, &blocks)
+	return blocks, err
+}
+
+// fromAnthropic turns one Anthropic message into ctxd messages (see the
+// top of the file).
+func fromAnthropic(role string, blocks []anthropicBlock) ([]*memory.Message, error) {
+	var texts []string
+	switch role {
+	case "assistant":
+		m := &memory.Message{Role: memory.RoleAssistant}
+		for _, b := range blocks {
+			switch b.Type {
+			case "text":
+				texts = append(texts, b.Text)
+			case "tool_use", "server_tool_use":
+				m.ToolCalls = append(m.ToolCalls, memory.ToolCall{ID: b.ID, Type: "function",
+					Function: memory.FunctionCall{Name: b.Name, Arguments: canonicalJSON(b.Input)}})
+			default:
+				texts = append(texts, "["+b.Type+"]")
+			}
+		}
+		m.Content = strings.Join(texts, "\n")
+		if m.Content == "" && len(m.ToolCalls) == 0 {
+			m.Content = "[empty]"
+		}
+		return []*memory.Message{m}, nil
+	case "user":
+		var out []*memory.Message
+		for _, b := range blocks {
+			switch b.Type {
+			case "tool_result":
+				text, err := textOf(b.Content)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, &memory.Message{Role: memory.RoleTool, ToolCallID: b.ToolUseID, Content: text})
+			case "text":
+				texts = append(texts, b.Text)
+			default:
+				texts = append(texts, "["+b.Type+"]")
+			}
+		}
+		if len(texts) > 0 || len(out) == 0 {
+			text := strings.Join(texts, "\n")
+			if text == "" {
+				text = "[empty]"
+			}
+			out = append(out, &memory.Message{Role: memory.RoleUser, Content: text})
+		}
+		return out, nil
+	}
+	return nil, memory.Errorf(memory.EINVALID, "role: %q is not one of user, assistant", role)
+}
+
+// canonicalJSON rewrites a JSON value with sorted keys and no spaces, so a
+// tool call's input compares equal however a client re-encodes it.
+func canonicalJSON(raw []byte) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "{}"
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return string(raw)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
+}
+
+// anthropicFormat speaks Messages for one request.
+type anthropicFormat struct {
+	raw      map[string]json.RawMessage
+	messages []json.RawMessage
+	origin   []int // for each history message, the client message it came from (-1: system)
+	parts    []int // for each client message, how many history messages it became
+}
+
+func (f *anthropicFormat) path() string { return "/v1/messages" }
+
+func (f *anthropicFormat) auth(in, out http.Header, key string) {
+	switch {
+	case in.Get("X-Api-Key") != "":
+		out.Set("X-Api-Key", in.Get("X-Api-Key"))
+	case in.Get(echo.HeaderAuthorization) != "":
+		out.Set(echo.HeaderAuthorization, in.Get(echo.HeaderAuthorization))
+	case key != "":
+		out.Set("X-Api-Key", key)
+	}
+	if out.Get("Anthropic-Version") == "" {
+		out.Set("Anthropic-Version", anthropicVersion)
+	}
+}
+
+type anthropicTurn struct {
+	Role    string            `json:"role"`
+	Content []json.RawMessage `json:"content"`
+}
+
+// body is the client's request with the window in place of its messages
+// and system prompt. A client message whose every part is in the window as
+// stored goes in the client's own form; the others are written from what
+// ctxd stored. Turns of one role in a row are merged (the API alternates
+// user and assistant), and a window that starts with the assistant gets a
+// user turn first.
+func (f *anthropicFormat) body(w *memory.GatewayWindow) ([]byte, error) {
+	verbatim := map[int]int{}
+	for _, m := range w.Messages {
+		if m.Client >= 0 && f.origin[m.Client] >= 0 {
+			verbatim[f.origin[m.Client]]++
+		}
+	}
+	var system []string
+	systemAsSent := true
+	var turns []anthropicTurn
+	add := func(role string, blocks ...json.RawMessage) {
+		if n := len(turns); n > 0 && turns[n-1].Role == role {
+			turns[n-1].Content = append(turns[n-1].Content, blocks...)
+			return
+		}
+		turns = append(turns, anthropicTurn{Role: role, Content: blocks})
+	}
+	done := map[int]bool{}
+	for _, m := range w.Messages {
+		if m.Role == memory.RoleSystem {
+			system = append(system, m.Content)
+			systemAsSent = systemAsSent && m.Client >= 0 && f.origin[m.Client] == -1
+			continue
+		}
+		if m.Client >= 0 {
+			ci := f.origin[m.Client]
+			if done[ci] {
+				continue
+			}
+			if verbatim[ci] == f.parts[ci] {
+				done[ci] = true
+				var am anthropicMessage
+				if err := json.Unmarshal(f.messages[ci], &am); err != nil {
+					return nil, err
+				}
+				blocks, err := rawBlocks(am.Content)
+				if err != nil {
+					return nil, err
+				}
+				add(am.Role, blocks...)
+				continue
+			}
+		}
+		role, blocks, err := toAnthropic(m.Message)
+		if err != nil {
+			return nil, err
+		}
+		add(role, blocks...)
+	}
+	if len(turns) > 0 && turns[0].Role == "assistant" {
+		b, _ := json.Marshal(anthropicBlock{Type: "text", Text: "[ctxd: earlier turns of this conversation are stored in ctxd]"})
+		turns = append([]anthropicTurn{{Role: "user", Content: []json.RawMessage{b}}}, turns...)
+	}
+	out := make(map[string]json.RawMessage, len(f.raw))
+	for k, v := range f.raw {
+		out[k] = v
+	}
+	switch {
+	case len(system) == 0:
+		delete(out, "system")
+	case !systemAsSent || len(system) > 1:
+		b, err := json.Marshal(strings.Join(system, "\n\n"))
+		if err != nil {
+			return nil, err
+		}
+		out["system"] = b
+	}
+	b, err := json.Marshal(turns)
+	if err != nil {
+		return nil, err
+	}
+	out["messages"] = b
+	return json.Marshal(out)
+}
+
+// rawBlocks splits a content field into its blocks, as sent.
+func rawBlocks(raw json.RawMessage) ([]json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(anthropicBlock{Type: "text", Text: s})
+		return []json.RawMessage{b}, err
+	}
+	var blocks []json.RawMessage
+	err := json.Unmarshal(raw, &blocks)
+	return blocks, err
+}
+
+// toAnthropic writes a stored message (a summary, a digest, a pruned view
+// or a part of a client message) as a turn's blocks.
+func toAnthropic(m *memory.Message) (string, []json.RawMessage, error) {
+	var blocks []anthropicBlock
+	role := "user"
+	switch m.Role {
+	case memory.RoleTool:
+		content, err := json.Marshal(m.Content)
+		if err != nil {
+			return "", nil, err
+		}
+		blocks = append(blocks, anthropicBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: content})
+	case memory.RoleAssistant:
+		role = "assistant"
+		if m.Content != "" {
+			blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Content})
+		}
+		for _, tc := range m.ToolCalls {
+			input := json.RawMessage(tc.Function.Arguments)
+			if !json.Valid(input) {
+				input = json.RawMessage("{}")
+			}
+			blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+		}
+	default:
+		blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Content})
+	}
+	out := make([]json.RawMessage, len(blocks))
+	for i, b := range blocks {
+		if b.Type == "text" && b.Text == "" {
+			b.Text = "[empty]" // the API refuses empty text blocks
+		}
+		var err error
+		if out[i], err = json.Marshal(b); err != nil {
+			return "", nil, err
+		}
+	}
+	return role, out, nil
+}
+
+// anthropicUsage is what a Messages answer says the prompt cost: the
+// tokens read from and written to the prompt cache are part of it.
+type anthropicUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+func (u anthropicUsage) prompt() int {
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+func (f *anthropicFormat) answer(body []byte) (*memory.Message, int, error) {
+	var a struct {
+		Content []anthropicBlock `json:"content"`
+		Usage   anthropicUsage   `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, 0, err
+	}
+	msgs, err := fromAnthropic("assistant", a.Content)
+	if err != nil {
+		return nil, 0, err
+	}
+	return msgs[0], a.Usage.prompt(), nil
+}
+
+func (f *anthropicFormat) stream() streamParser { return &anthropicStream{} }
+
+// anthropicStream adds up the content blocks of a streamed message.
+type anthropicStream struct {
+	prompt int
+	blocks []anthropicBlock
+	inputs []string // a tool_use block's input, as it streams
+}
+
+type anthropicEvent struct {
+	Type    string `json:"type"`
+	Message struct {
+		Usage anthropicUsage `json:"usage"`
+	} `json:"message"`
+	Index        int            `json:"index"`
+	ContentBlock anthropicBlock `json:"content_block"`
+	Delta        struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+	} `json:"delta"`
+}
+
+func (p *anthropicStream) data(line []byte) bool {
+	var ev anthropicEvent
+	if json.Unmarshal(line, &ev) != nil {
+		return false
+	}
+	switch ev.Type {
+	case "message_start":
+		p.prompt = ev.Message.Usage.prompt()
+	case "content_block_start":
+		for len(p.blocks) <= ev.Index {
+			p.blocks = append(p.blocks, anthropicBlock{})
+			p.inputs = append(p.inputs, "")
+		}
+		p.blocks[ev.Index] = ev.ContentBlock
+	case "content_block_delta":
+		if ev.Index >= len(p.blocks) {
+			return false
+		}
+		switch ev.Delta.Type {
+		case "text_delta":
+			p.blocks[ev.Index].Text += ev.Delta.Text
+		case "input_json_delta":
+			p.inputs[ev.Index] += ev.Delta.PartialJSON
+		}
+	case "message_stop":
+		return true
+	}
+	return false
+}
+
+func (p *anthropicStream) promptTokens() int { return p.prompt }
+
+func (p *anthropicStream) answer() *memory.Message {
+	var blocks []anthropicBlock
+	for i, b := range p.blocks {
+		if b.Type == "tool_use" {
+			if in := p.inputs[i]; in != "" {
+				b.Input = json.RawMessage(in)
+			}
+			if b.Name == "" {
+				continue // cut before its name: it cannot be stored
+			}
+		}
+		if b.Type != "" {
+			blocks = append(blocks, b)
+		}
+	}
+	if len(blocks) == 0 {
+		return &memory.Message{Role: memory.RoleAssistant}
+	}
+	msgs, _ := fromAnthropic("assistant", blocks)
+	return msgs[0]
+}
+
+func (f *anthropicFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
+	b, err := f.body(w)
+	if err != nil {
+		return nil, err
+	}
+	var turns []anthropicTurn
+	out, tools, err := flushParts(b, &turns)
+	if err != nil {
+		return nil, err
+	}
+	instr, _ := json.Marshal(anthropicBlock{Type: "text", Text: memory.FlushInstruction})
+	if n := len(turns); n > 0 && turns[n-1].Role == "user" {
+		turns[n-1].Content = append(turns[n-1].Content, instr)
+	} else {
+		turns = append(turns, anthropicTurn{Role: "user", Content: []json.RawMessage{instr}})
+	}
+	tool, _ := json.Marshal(map[string]any{"name": memory.SaveMemoryTool, "description": memory.SaveMemoryDescription, "input_schema": saveMemorySchema})
+	return flushRequest(out, turns, append(tools, tool), `{"type":"auto"}`)
+}
+
+func (f *anthropicFormat) notes(body []byte) []string {
+	var a struct {
+		Content []anthropicBlock `json:"content"`
+	}
+	if json.Unmarshal(body, &a) != nil {
+		return nil
+	}
+	var notes []string
+	for _, b := range a.Content {
+		if b.Type == "tool_use" && b.Name == memory.SaveMemoryTool {
+			notes = append(notes, savedNote(b.Input))
+		}
+	}
+	return notes
+}

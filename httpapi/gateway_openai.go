@@ -1,0 +1,269 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/labstack/echo/v4"
+)
+
+// POST /v1/chat/completions in the OpenAI Chat Completions format.
+
+type openaiRequest struct {
+	Model               string            `json:"model"`
+	Messages            []json.RawMessage `json:"messages"`
+	User                string            `json:"user"`
+	MaxTokens           int               `json:"max_tokens"`
+	MaxCompletionTokens int               `json:"max_completion_tokens"`
+	Stream              bool              `json:"stream"`
+	Tools               json.RawMessage   `json:"tools"`
+}
+
+type openaiMessage struct {
+	Role       string            `json:"role"`
+	Content    json.RawMessage   `json:"content"`
+	Name       string            `json:"name,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
+	ToolCalls  []memory.ToolCall `json:"tool_calls,omitempty"`
+}
+
+func (s *Server) chatCompletions(c echo.Context) error {
+	var req openaiRequest
+	raw, err := decodeModelCall(c, &req)
+	if err != nil {
+		return err
+	}
+	history := make([]*memory.Message, 0, len(req.Messages))
+	system, firstUser := "", ""
+	for i, rm := range req.Messages {
+		var om openaiMessage
+		if err := json.Unmarshal(rm, &om); err != nil {
+			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+		}
+		text, err := textOf(om.Content)
+		if err != nil {
+			return memory.Errorf(memory.EINVALID, "messages[%d].content: %v", i, err)
+		}
+		role := memory.Role(om.Role)
+		if role == "developer" {
+			role = memory.RoleSystem // the o-series name of the system role
+		}
+		switch {
+		case role == memory.RoleSystem && system == "":
+			system = text
+		case role == memory.RoleUser && firstUser == "":
+			firstUser = text
+		}
+		history = append(history, &memory.Message{Role: role, Content: text, Name: om.Name, ToolCallID: om.ToolCallID, ToolCalls: om.ToolCalls})
+	}
+	window, err := contextWindow(c, req.Model)
+	if err != nil {
+		return err
+	}
+	limit := req.MaxCompletionTokens
+	if limit == 0 {
+		limit = req.MaxTokens
+	}
+	tools := ""
+	if len(req.Tools) > 0 && string(req.Tools) != "null" {
+		tools = string(req.Tools)
+	}
+	call := gatewayCall{
+		req: memory.GatewayRequest{
+			Session: memory.GatewaySessionID(c.Request().Header.Get(SessionHeader), req.User, system, firstUser),
+			History: history, ContextWindow: window, Reserve: answerReserve(limit, window), Tools: tools,
+		},
+		format:   &openaiFormat{raw: raw, messages: req.Messages},
+		upstream: s.opts.Gateway.OpenAI,
+		stream:   req.Stream,
+	}
+	return s.serveGateway(c, call)
+}
+
+// openaiFormat speaks Chat Completions for one request.
+type openaiFormat struct {
+	raw      map[string]json.RawMessage // the client's body: all but messages is passed on as sent
+	messages []json.RawMessage          // the client's messages, as sent
+}
+
+func (f *openaiFormat) path() string { return "/chat/completions" }
+
+func (f *openaiFormat) auth(in, out http.Header, key string) {
+	// An SDK without a key still sends "Bearer " with nothing after it.
+	if _, ok := bearer(in.Get(echo.HeaderAuthorization)); ok {
+		out.Set(echo.HeaderAuthorization, in.Get(echo.HeaderAuthorization))
+	} else if key != "" {
+		out.Set(echo.HeaderAuthorization, "Bearer "+key)
+	}
+}
+
+// body is the client's request with the window in place of its messages:
+// a message sent as the client stored it goes in the client's own form.
+func (f *openaiFormat) body(w *memory.GatewayWindow) ([]byte, error) {
+	msgs := make([]json.RawMessage, 0, len(w.Messages))
+	for _, m := range w.Messages {
+		if m.Client >= 0 {
+			msgs = append(msgs, f.messages[m.Client])
+			continue
+		}
+		om := openaiMessage{Role: string(m.Role), Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
+		if m.Content != "" || len(m.ToolCalls) == 0 {
+			om.Content, _ = json.Marshal(m.Content)
+		} else {
+			om.Content = json.RawMessage("null")
+		}
+		b, err := json.Marshal(om)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, b)
+	}
+	out := make(map[string]json.RawMessage, len(f.raw))
+	for k, v := range f.raw {
+		out[k] = v
+	}
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, err
+	}
+	out["messages"] = b
+	return json.Marshal(out)
+}
+
+type openaiAnswer struct {
+	Choices []struct {
+		Message openaiMessage `json:"message"`
+	} `json:"choices"`
+	Usage *openaiUsage `json:"usage"`
+}
+
+type openaiUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
+}
+
+func (u *openaiUsage) prompt() int {
+	if u == nil {
+		return 0
+	}
+	return u.PromptTokens
+}
+
+func (f *openaiFormat) answer(body []byte) (*memory.Message, int, error) {
+	var a openaiAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, 0, err
+	}
+	if len(a.Choices) == 0 {
+		return &memory.Message{Role: memory.RoleAssistant}, a.Usage.prompt(), nil
+	}
+	m := a.Choices[0].Message
+	text, err := textOf(m.Content)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &memory.Message{Role: memory.RoleAssistant, Content: text, ToolCalls: m.ToolCalls}, a.Usage.prompt(), nil
+}
+
+func (f *openaiFormat) stream() streamParser { return &openaiStream{} }
+
+// openaiStream adds up the deltas of the first choice. Usage comes in the
+// last chunk only when the client asked for it (stream_options): ctxd does
+// not ask in its place, since that chunk would reach a client that did not.
+type openaiStream struct {
+	text   strings.Builder
+	calls  []memory.ToolCall
+	prompt int
+}
+
+func (p *openaiStream) promptTokens() int { return p.prompt }
+
+type openaiChunk struct {
+	Usage   *openaiUsage `json:"usage"`
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Index int `json:"index"`
+				memory.ToolCall
+			} `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+}
+
+func (p *openaiStream) data(line []byte) bool {
+	if string(line) == "[DONE]" {
+		return true
+	}
+	var ch openaiChunk
+	if json.Unmarshal(line, &ch) != nil {
+		return false // not ours to judge: the client gets it as it came
+	}
+	if n := ch.Usage.prompt(); n > 0 {
+		p.prompt = n
+	}
+	for _, c := range ch.Choices {
+		if c.Index != 0 {
+			continue
+		}
+		p.text.WriteString(c.Delta.Content)
+		for _, tc := range c.Delta.ToolCalls {
+			for len(p.calls) <= tc.Index {
+				p.calls = append(p.calls, memory.ToolCall{Type: "function"})
+			}
+			call := &p.calls[tc.Index]
+			if tc.ID != "" {
+				call.ID = tc.ID
+			}
+			if tc.Type != "" {
+				call.Type = tc.Type
+			}
+			call.Function.Name += tc.Function.Name
+			call.Function.Arguments += tc.Function.Arguments
+		}
+	}
+	return false
+}
+
+func (p *openaiStream) answer() *memory.Message {
+	var calls []memory.ToolCall
+	for _, c := range p.calls {
+		if c.Function.Name != "" { // a call cut before its name cannot be stored
+			calls = append(calls, c)
+		}
+	}
+	return &memory.Message{Role: memory.RoleAssistant, Content: p.text.String(), ToolCalls: calls}
+}
+
+func (f *openaiFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
+	b, err := f.body(w)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []json.RawMessage
+	out, tools, err := flushParts(b, &msgs)
+	if err != nil {
+		return nil, err
+	}
+	instr, _ := json.Marshal(map[string]string{"role": "user", "content": memory.FlushInstruction})
+	tool, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]any{
+		"name": memory.SaveMemoryTool, "description": memory.SaveMemoryDescription, "parameters": saveMemorySchema}})
+	delete(out, "stream_options")
+	return flushRequest(out, append(msgs, instr), append(tools, tool), `"auto"`)
+}
+
+func (f *openaiFormat) notes(body []byte) []string {
+	var a openaiAnswer
+	if json.Unmarshal(body, &a) != nil || len(a.Choices) == 0 {
+		return nil
+	}
+	var notes []string
+	for _, tc := range a.Choices[0].Message.ToolCalls {
+		if tc.Function.Name == memory.SaveMemoryTool {
+			notes = append(notes, savedNote([]byte(tc.Function.Arguments)))
+		}
+	}
+	return notes
+}

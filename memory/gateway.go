@@ -1,0 +1,483 @@
+package memory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// The gateway lets an agent that knows nothing of ctxd use it: the agent
+// sends its model calls (OpenAI Chat Completions, Anthropic Messages) to
+// ctxd with its whole history every time; ctxd stores what it has not seen,
+// sends the upstream the window it builds instead of that history, and
+// stores the answer. This file is the domain half: the wire formats and the
+// upstream call live in httpapi, which translates both into Messages.
+//
+// History that diverges: a client that edits or regenerates resends a
+// history whose prefix matches the stored session only up to some message.
+// The stored messages after that point are superseded: moved to cold storage
+// with drop reason "superseded" (searchable, readable by id, never put back
+// into a window), and the client's new tail is stored after them. The session
+// is never branched, and the two tails are never mixed in a window. System
+// messages are matched apart, as a set (see sync).
+
+// ReasonSuperseded: the client resent a history that replaced this message
+// (an edit or a regenerated answer); it is kept cold and never recovered.
+const ReasonSuperseded = "superseded"
+
+// IsSuperseded reports whether m was replaced by a client's diverging history.
+func (m *Message) IsSuperseded() bool { return m.Cold != nil && m.Cold.DropReason == ReasonSuperseded }
+
+// Gateway is the domain service behind the drop-in model endpoints.
+type Gateway struct {
+	s *Service
+	// locks serialise the gateway's calls on one session (striped like
+	// Service.lockSession, and separate from it: Append and Context take
+	// that one themselves). Without them two calls of one session could
+	// both find the same history unseen and store it twice.
+	locks [256]sync.Mutex
+
+	// ratios calibrate each session's counts to its provider's (see
+	// Calibrate), by tenant and session. They live in memory: after a
+	// restart a session starts again at 1, and an overflow's retry covers
+	// the first call.
+	mu     sync.Mutex
+	ratios map[string]float64
+}
+
+// NewGateway returns the gateway of s.
+func NewGateway(s *Service) *Gateway { return &Gateway{s: s, ratios: map[string]float64{}} }
+
+// Calibration bounds: the margin added to what the provider reported, and
+// the range a ratio is kept in. It never goes below 1: a provider that
+// counts fewer tokens than ctxd leaves the window a little under-filled,
+// which costs nothing; a report far above 4 is an image-heavy prompt or a
+// provider's bug, not a tokenizer's difference.
+const (
+	calibrationMargin  = 1.05
+	minRatio, maxRatio = 1.0, 4.0
+)
+
+// Calibrate learns, from the prompt tokens the upstream reported for a
+// window that cost sent tokens in ctxd's count, how the provider's
+// tokenizer compares with the session's encoding: later windows of the
+// session are built to fit the model's window in the provider's count. A
+// Claude or Gemini tokenizer counts the same text as more tokens than
+// o200k_base; without this a window ctxd counts as full overfills it.
+func (g *Gateway) Calibrate(ctx context.Context, session string, sent, reported int) {
+	if sent <= 0 || reported <= 0 {
+		return
+	}
+	r := min(max(float64(reported)/float64(sent)*calibrationMargin, minRatio), maxRatio)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ratios[TenantFromContext(ctx)+"\x00"+session] = r
+}
+
+// ratio is the session's calibration, 1 until the upstream reported usage.
+func (g *Gateway) ratio(tenant, session string) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r, ok := g.ratios[tenant+"\x00"+session]; ok {
+		return r
+	}
+	return 1
+}
+
+func (g *Gateway) lock(tenant, id string) func() {
+	mu := &g.locks[stripe(tenant, id, len(g.locks))]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// GatewaySessionID names the session of a gateway call: the name the
+// client gave (X-Ctxd-Session), else its user field (used as it is when it
+// is a valid session id, hashed otherwise), else a hash of the system prompt
+// and the first user message, which stay the same on every call of one
+// conversation.
+func GatewaySessionID(named, user, system, firstUser string) string {
+	if named != "" {
+		return named
+	}
+	if user != "" {
+		if ValidateSessionID(user) == nil {
+			return user
+		}
+		return "gw-user-" + shortHash(user)
+	}
+	return "gw-" + shortHash(system+"\x00"+firstUser)
+}
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:16])
+}
+
+// GatewayRequest is one model call as the gateway sees it.
+type GatewayRequest struct {
+	Session string
+	// History is the client's messages, oldest first, as it sent them.
+	History []*Message
+	// ContextWindow is the model's window in tokens; 0: the session's.
+	ContextWindow int
+	// Tools is the tool definitions as sent upstream: their cost is
+	// reserved.
+	Tools string
+	// Reserve is what the window must leave free: the answer's max tokens
+	// and the tool definitions.
+	Reserve int
+	// Harder asks for a smaller window after the upstream refused the last
+	// one as too long: the session is compacted first and the budget cut.
+	Harder bool
+}
+
+// GatewayMessage is one message of the window to send upstream.
+type GatewayMessage struct {
+	WindowMessage
+	// Client is the index in GatewayRequest.History of the client message
+	// this one was stored from, when it is sent as stored (not pruned, cut,
+	// a summary or a digest); -1 otherwise. The adapter sends the client's
+	// own form then, so content ctxd does not model (images, cache
+	// controls, thinking blocks) passes through intact.
+	Client int
+}
+
+// GatewayWindow is what the gateway sends upstream in place of the
+// client's history, and what it did to build it.
+type GatewayWindow struct {
+	Session    string
+	Messages   []GatewayMessage
+	Tokens     int
+	MaxTokens  int
+	ToolTokens int      // what the tool definitions cost, in ctxd's count
+	Ratio      float64  // the session's calibration the window was built with
+	Stored     int      // client messages stored by this call
+	Superseded []string // stored messages the client's history replaced
+	Recovered  int      // cold messages brought back for this window
+	Compacted  bool     // a compaction ran during this call
+	// FlushDue: this call's writes brought the session near compaction for
+	// the first time this cycle; the gateway gives the model its one chance
+	// to save notes (see FlushInstruction) before the compaction.
+	FlushDue bool
+}
+
+// harderShare is the budget of the retry after an overflow: the upstream
+// counts tokens its own way (another tokenizer, images), so the retry leaves
+// it a quarter of headroom rather than trying the same size again.
+const harderShare = 0.75
+
+// Prepare stores the part of req.History the session has not seen
+// (superseding a stored tail that the history diverges from) and builds the
+// window for its newest message within the model's window. EINVALID for a
+// bad session id, message or budget; ECONFLICT when pinned messages and the
+// newest turn cannot fit.
+func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWindow, error) {
+	if err := ValidateSessionID(req.Session); err != nil {
+		return nil, err
+	}
+	if len(req.History) == 0 {
+		return nil, Errorf(EINVALID, "messages: at least one message is required")
+	}
+	tenant := TenantFromContext(ctx)
+	unlock := g.lock(tenant, req.Session)
+	defer unlock()
+	window, enc, err := g.setWindow(ctx, req.Session, req.ContextWindow)
+	if err != nil {
+		return nil, err
+	}
+	tools := 0
+	if req.Tools != "" {
+		if tools, err = g.s.Tokenizer.Count(enc, req.Tools); err != nil {
+			return nil, fmt.Errorf("count the tool definitions: %w", err)
+		}
+	}
+	// The window and the answer are in the provider's count; the tools and
+	// the history in ctxd's, scaled by the session's calibration.
+	ratio := g.ratio(tenant, req.Session)
+	maxTokens := int(float64(window-req.Reserve)/ratio) - tools
+	if maxTokens < 1 {
+		return nil, Errorf(EINVALID, "the model's context window (%d tokens) leaves no room for the history after %d tokens for the answer and %d for the tools: lower max_tokens or set X-Ctxd-Context-Window",
+			window, req.Reserve, tools)
+	}
+	out := &GatewayWindow{Session: req.Session, MaxTokens: maxTokens, ToolTokens: tools, Ratio: ratio}
+	client, err := g.sync(ctx, tenant, req, out)
+	if err != nil {
+		return nil, err
+	}
+	prompt := req.History[len(req.History)-1].Content
+	if len(prompt) > MaxQueryBytes {
+		prompt = prompt[:MaxQueryBytes]
+		for !utf8.ValidString(prompt) {
+			prompt = prompt[:len(prompt)-1]
+		}
+	}
+	if req.Harder {
+		rep, err := g.s.Compact(ctx, req.Session, CompactRequest{Prompt: prompt, Trigger: TriggerManual})
+		if err != nil {
+			return nil, fmt.Errorf("compact after an upstream overflow: %w", err)
+		}
+		out.Compacted = out.Compacted || rep != nil
+		out.MaxTokens = int(harderShare * float64(maxTokens))
+	}
+	res, err := g.s.Context(ctx, req.Session, ContextRequest{Prompt: prompt, MaxTokens: out.MaxTokens})
+	if err != nil {
+		return nil, err
+	}
+	out.Tokens, out.Recovered = res.Tokens, len(res.Recovered)+len(res.AnswerOnly)
+	for _, wm := range res.Messages {
+		gm := GatewayMessage{WindowMessage: wm, Client: -1}
+		if i, ok := client[wm.ID]; ok && wm.PruneLevel == 0 && wm.Content == req.History[i].Content {
+			gm.Client = i
+		}
+		out.Messages = append(out.Messages, gm)
+	}
+	return out, nil
+}
+
+// setWindow gives the session the model's window (0: keep the session's,
+// or the server's default for a new one), so compaction triggers at the
+// right size. It answers the window and the session's encoding.
+func (g *Gateway) setWindow(ctx context.Context, id string, window int) (int, string, error) {
+	st, err := g.s.GetSession(ctx, id)
+	if err != nil && ErrorCode(err) != ENOTFOUND {
+		return 0, "", err
+	}
+	if err == nil && (window == 0 || st.ContextWindow == window) {
+		return st.ContextWindow, st.Encoding, nil
+	}
+	u := SessionUpdate{}
+	if window != 0 {
+		u.ContextWindow = &window
+	}
+	if st, err = g.s.PutSession(ctx, id, u); err != nil {
+		return 0, "", fmt.Errorf("set the session's context window: %w", err)
+	}
+	return st.ContextWindow, st.Encoding, nil
+}
+
+// sync matches the client's history against the session's stored
+// originals, supersedes what the history no longer has, and stores the rest
+// of the history. It answers, for each stored message the history holds,
+// its index in the history.
+//
+// System messages are matched as a set, the others in order: an agent that
+// rewrites its system prompt on every call (a date, a tool list) replaces
+// the stored prompt, not the conversation after it.
+func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, out *GatewayWindow) (map[string]int, error) {
+	all, err := g.s.Store.Messages(ctx, tenant, req.Session, MessageQuery{})
+	if err != nil && ErrorCode(err) != ENOTFOUND {
+		return nil, err
+	}
+	var stored, storedSys []*Message
+	for _, m := range all {
+		switch {
+		case m.IsSummary() || m.IsVersion() || m.IsSuperseded() || IsGatewayNote(m):
+			// not the client's: it never sends them back
+		case m.Role == RoleSystem:
+			storedSys = append(storedSys, m)
+		default:
+			stored = append(stored, m)
+		}
+	}
+	var sent, sentSys []int // indexes in the history
+	for i, m := range req.History {
+		if m.Role == RoleSystem {
+			sentSys = append(sentSys, i)
+		} else {
+			sent = append(sent, i)
+		}
+	}
+	client := map[string]int{}
+	var stale []*Message
+	var fresh []int
+	used := make([]bool, len(storedSys))
+	for _, i := range sentSys {
+		j := -1
+		for x, m := range storedSys {
+			if !used[x] && sameTurn(m, req.History[i]) {
+				j = x
+				break
+			}
+		}
+		if j < 0 {
+			fresh = append(fresh, i)
+			continue
+		}
+		used[j] = true
+		client[storedSys[j].ID] = i
+	}
+	for j, m := range storedSys {
+		if !used[j] {
+			stale = append(stale, m)
+		}
+	}
+	k := 0
+	for k < len(stored) && k < len(sent) && sameTurn(stored[k], req.History[sent[k]]) {
+		client[stored[k].ID] = sent[k]
+		k++
+	}
+	stale = append(stale, stored[k:]...)
+	fresh = append(fresh, sent[k:]...)
+	slices.Sort(fresh) // stored in the history's order
+	if len(stale) > 0 {
+		ids, err := g.supersede(ctx, tenant, req.Session, stale)
+		if err != nil {
+			return nil, err
+		}
+		out.Superseded = ids
+	}
+	for len(fresh) > 0 {
+		n := min(len(fresh), g.s.Limits.MaxMessagesPerCall)
+		batch := make([]*Message, n)
+		for j, i := range fresh[:n] {
+			batch[j] = req.History[i]
+		}
+		res, err := g.s.Append(ctx, req.Session, batch)
+		if err != nil {
+			return nil, err
+		}
+		for j, id := range res.IDs {
+			client[id] = fresh[j]
+		}
+		out.Stored += n
+		out.Compacted = out.Compacted || res.Compaction != nil
+		out.FlushDue = out.FlushDue || (res.Session != nil && res.Session.FlushPrompt != "")
+		fresh = fresh[n:]
+	}
+	return client, nil
+}
+
+// GatewayNoteKey marks, in a message's metadata, a note the gateway stored
+// itself (a flush turn's save_memory): the client never sends it back, so
+// it takes no part in matching the client's history.
+const GatewayNoteKey = "ctxd_note"
+
+// IsGatewayNote reports whether the gateway stored m itself.
+func IsGatewayNote(m *Message) bool { return m.Metadata[GatewayNoteKey] == true }
+
+// sameTurn reports whether a resent client message is the stored one: same
+// role, text, tool call id and tool calls. Names and metadata are not
+// compared (SDKs drop or add them between calls).
+func sameTurn(stored, sent *Message) bool {
+	if stored.Role != sent.Role || stored.Content != sent.Content || stored.ToolCallID != sent.ToolCallID ||
+		len(stored.ToolCalls) != len(sent.ToolCalls) {
+		return false
+	}
+	for i, tc := range stored.ToolCalls {
+		o := sent.ToolCalls[i]
+		if tc.ID != o.ID || tc.Function.Name != o.Function.Name || strings.TrimSpace(tc.Function.Arguments) != strings.TrimSpace(o.Function.Arguments) {
+			return false
+		}
+	}
+	return true
+}
+
+// supersede moves msgs (a stored tail the client's history no longer has)
+// to cold storage for good, in one transaction.
+func (g *Gateway) supersede(ctx context.Context, tenant, id string, msgs []*Message) ([]string, error) {
+	s := g.s
+	now := s.Now().UTC()
+	var sess *Session
+	var err error
+	if sess, err = s.Store.Session(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	days := s.policy(sess).RecoverableForDays
+	var ids []string
+	var mirror []*Message
+	_, err = s.Store.Update(ctx, tenant, id, func(tx SessionTx) error {
+		ids, mirror = ids[:0], mirror[:0]
+		for _, orig := range msgs {
+			m, err := tx.Message(orig.ID)
+			if ErrorCode(err) == ENOTFOUND {
+				continue // deleted meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			ci := ColdInfo{DropReason: ReasonSuperseded, DroppedAt: now, RecoverableUntil: now.AddDate(0, 0, days)}
+			if m.Cold != nil {
+				// cold already: it keeps its retention, and its mirror line
+				ci.DroppedAt, ci.RecoverableUntil = m.Cold.DroppedAt, m.Cold.RecoverableUntil
+			} else {
+				mirror = append(mirror, m)
+			}
+			m.State, m.Cold = StateDropped, &ci
+			if err := tx.Put(m); err != nil {
+				return err
+			}
+			ids = append(ids, m.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("supersede the stored tail the history diverges from: %w", err)
+	}
+	s.syncIndex(ctx)
+	if s.Cold != nil && len(mirror) > 0 {
+		if err := s.Cold.Append(tenant, id, mirror); err != nil {
+			s.Logger.Error("mirror superseded messages", "session", id, "err", err)
+		}
+	}
+	s.event("drops", map[string]any{"tenant": tenant, "session": id, "reason": ReasonSuperseded, "messages": ids})
+	return ids, nil
+}
+
+// StoreAnswer stores the upstream's answer (text and tool calls) at the end
+// of the session. An answer with neither (a stream cut before its first
+// token) stores nothing.
+func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Message) error {
+	if answer.Content == "" && len(answer.ToolCalls) == 0 {
+		return nil
+	}
+	unlock := g.lock(TenantFromContext(ctx), session)
+	defer unlock()
+	if _, err := g.s.Append(ctx, session, []*Message{answer}); err != nil {
+		return fmt.Errorf("store the upstream's answer: %w", err)
+	}
+	return nil
+}
+
+// The flush turn: when a compaction that drops or summarizes content is
+// near, the gateway sends the upstream one extra request (the window, the
+// agent's tools and SaveMemoryTool, then FlushInstruction), stores the
+// notes the model saves through the tool, and does not show that turn to
+// the client or store it as conversation. The session's flush state makes
+// it once per compaction cycle.
+const (
+	SaveMemoryTool        = "save_memory"
+	SaveMemoryDescription = "Save one durable note (a fact, decision, preference or open task) that must survive when older parts of this conversation are compacted. Call once per note."
+	FlushInstruction      = "[ctxd] This conversation is about to be compacted: older messages will be summarized or moved out of your context. Before that, call save_memory once for each durable fact, decision, preference or open task you will still need. Do not answer the user in this turn."
+)
+
+// maxFlushNotes bounds the notes one flush turn stores: each is pinned,
+// and pinned notes share the session's pinned budget.
+const maxFlushNotes = 20
+
+// SaveNotes stores the notes a flush turn saved as pinned system messages
+// marked as the gateway's (GatewayNoteKey), so they stay in every window
+// and take no part in matching the client's history. ECONFLICT when they
+// would pass the session's pinned budget.
+func (g *Gateway) SaveNotes(ctx context.Context, session string, notes []string) error {
+	var msgs []*Message
+	for _, n := range notes {
+		if n = strings.TrimSpace(n); n != "" && len(msgs) < maxFlushNotes {
+			msgs = append(msgs, &Message{Role: RoleSystem, Content: "Note saved before compaction: " + n, Pinned: true,
+				Metadata: map[string]any{GatewayNoteKey: true}})
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	unlock := g.lock(TenantFromContext(ctx), session)
+	defer unlock()
+	if _, err := g.s.Append(ctx, session, msgs); err != nil {
+		return fmt.Errorf("store the flush turn's notes: %w", err)
+	}
+	return nil
+}

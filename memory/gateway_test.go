@@ -1,0 +1,49 @@
+package memory_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ctxd/ctxd/memory"
+)
+
+func TestGatewaySessionID(t *testing.T) {
+	hashed := memory.GatewaySessionID("", "", "be terse", "first question")
+	for _, tc := range []struct {
+		name                             string
+		named, user, system, first, want string
+	}{
+		{"HeaderWins", "mine", "u1", "s", "q", "mine"},
+		{"UserField", "", "agent-7", "s", "q", "agent-7"},
+		{"SameConversationSameHash", "", "", "be terse", "first question", hashed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := memory.GatewaySessionID(tc.named, tc.user, tc.system, tc.first); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("UserNotAnID", func(t *testing.T) {
+		got := memory.GatewaySessionID("", "ann@example.com", "s", "q")
+		if !strings.HasPrefix(got, "gw-user-") || memory.ValidateSessionID(got) != nil {
+			t.Fatalf("got %q, want a valid gw-user- id", got)
+		}
+	})
+	t.Run("OtherConversationOtherHash", func(t *testing.T) {
+		if got := memory.GatewaySessionID("", "", "be terse", "another question"); got == hashed || memory.ValidateSessionID(got) != nil {
+			t.Fatalf("got %q (the other conversation's %q)", got, hashed)
+		}
+	})
+}
+
+func TestGatewayModelWindow(t *testing.T) {
+	for model, want := range map[string]int{"gpt-4o-mini-2024-07-18": 128_000, "gpt-4-turbo": 128_000, "gpt-4-0613": 8_192,
+		"gpt-4.1-mini": 1_047_576, "claude-sonnet-4-5": 200_000, "o4-mini": 200_000} {
+		if got, ok := memory.ModelWindow(model); !ok || got != want {
+			t.Errorf("ModelWindow(%q) = %d, %v; want %d", model, got, ok, want)
+		}
+	}
+	if _, ok := memory.ModelWindow("llama3:8b"); ok {
+		t.Error("an unknown model has a window")
+	}
+}
