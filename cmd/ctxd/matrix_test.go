@@ -304,14 +304,7 @@ func runMatrixCase(t *testing.T, dir string, seed *matrixSeed, tc matrixCase) st
 		}
 		return outRefused
 	}
-	c := b.client(t, dir)
-	deadline := time.Now().Add(60 * time.Second)
-	for c.do("GET", "/readyz", nil).Status != 200 {
-		if time.Now().After(deadline) {
-			t.Fatalf("never ready; log:\n%s", b.Log())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c := b.ready(t, dir)
 	damaged := map[string]bool{}
 	if tc.damaged != nil {
 		for _, id := range tc.damaged(seed) {
@@ -361,4 +354,19 @@ func runMatrixCase(t *testing.T, dir string, seed *matrixSeed, tc matrixCase) st
 		t.Fatalf("verify exited %d without naming the damage (%q):\n%s%s", code, tc.says, out, errOut)
 	}
 	return outReported
+}
+
+// ready is a client of b once /readyz answers 200 (start-up work such as an
+// index rebuild runs before), failing the test after a minute.
+func (b *liveBinary) ready(t *testing.T, dir string) *testServer {
+	t.Helper()
+	c := b.client(t, dir)
+	deadline := time.Now().Add(60 * time.Second)
+	for c.do("GET", "/readyz", nil).Status != 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready; log:\n%s", b.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return c
 }
