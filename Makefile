@@ -5,7 +5,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build test test-short fuzz bench lint vectors eval eval-agent figures clean
+.PHONY: run build test test-short crash fuzz bench lint vectors eval eval-agent figures clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -43,6 +43,20 @@ fuzz:
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
+
+# Crash safety, run before a release: the corruption matrix (23 kinds of damage to the store, index,
+# vectors, cold mirror and logs) and the kill -9 tests with KILL_ROUNDS rounds each (CTXD_KILL_ROUNDS):
+# writers with compactions (TestSIGKILLRounds), compactions with deletes (TestSIGKILLColdMirror), and
+# `ctxd import` / `ctxd verify --repair` killed mid-way (TestSIGKILLAdmin): 3 x 20 = 60 rounds, about
+# 4 minutes. `make test` runs the same tests with fewer rounds.
+KILL_ROUNDS ?= 20
+CRASH_LOG   ?= /tmp/ctxd-crash.log
+crash:
+	CTXD_KILL_ROUNDS=$(KILL_ROUNDS) $(GO) test -race -count=1 -timeout 30m -v \
+		-run '^(TestCorruptionMatrix|TestSIGKILLRounds|TestSIGKILLColdMirror|TestSIGKILLAdmin)$$' ./cmd/ctxd/ \
+		>$(CRASH_LOG) 2>&1; rc=$$?; \
+		grep -E '^(--- |PASS|FAIL|ok)|damage cases|kill rounds|  [a-z].*(repaired at start|refused|reported|tolerated)|seed |SILENT|lost' $(CRASH_LOG); \
+		echo "full output: $(CRASH_LOG)"; exit $$rc
 
 # Go benchmarks with allocations: token counting, embedding, indexing, search,
 # scoring, summaries, the store; then compaction and context building end to

@@ -189,9 +189,6 @@ func TestColdMirrorConsistentAfterRollingSummaries(t *testing.T) {
 	mustConsistent(t, dir, "after rolling summaries, with no restart")
 }
 
-// coldKillRounds is how many times TestSIGKILLColdMirror kills the binary.
-const coldKillRounds = 12
-
 // The real binary is killed with SIGKILL while writers keep small sessions
 // compacting and a deleter deletes and re-creates them. After each kill the
 // binary starts once more (start-up reconciles the mirror) and stops
@@ -201,6 +198,7 @@ func TestSIGKILLColdMirror(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
+	coldKillRounds := killRounds(t, 12)
 	rng := testRand(t, 1)
 	dir := t.TempDir()
 	sessions := []string{"c0", "c1", "c2"}

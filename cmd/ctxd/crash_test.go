@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -91,18 +92,30 @@ func postJSON(url string, body any) (int, map[string]any, error) {
 	return res.StatusCode, out, err
 }
 
-// killRounds is how many times the crash test kills the real binary.
-const killRounds = 20
+// killRounds is how many times a kill test kills the real binary: def, or
+// CTXD_KILL_ROUNDS when set (`make crash` sets it to run many more).
+func killRounds(t *testing.T, def int) int {
+	t.Helper()
+	if s := os.Getenv("CTXD_KILL_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("CTXD_KILL_ROUNDS=%q: want a positive count", s)
+		}
+		return n
+	}
+	return def
+}
 
-// The real binary is killed with SIGKILL at random moments, 20 times, while
-// concurrent writers store into a roomy session and into a small one that
-// compacts all the time. After every restart, every acknowledged message is
+// The real binary is killed with SIGKILL at random moments, 20 times (or
+// CTXD_KILL_ROUNDS), while concurrent writers store into a roomy session
+// and into a small one that compacts all the time. After every restart, every acknowledged message is
 // present (as itself or in a summary's sources), a sample is searchable, and
 // the counters match the messages.
 func TestSIGKILLRounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
+	killRounds := killRounds(t, 20)
 	rng := testRand(t, 0)
 	dir := t.TempDir()
 	var mu sync.Mutex

@@ -73,6 +73,9 @@ func Open(path string, readOnly bool) (*Store, error) {
 			return nil, fmt.Errorf("create data dir %s: %w", filepath.Dir(path), err)
 		}
 	}
+	if err := checkNotTruncated(path); err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:         DefaultLockTimeout,
 		ReadOnly:        readOnly,
