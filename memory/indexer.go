@@ -165,7 +165,13 @@ func (ix *indexer) catchUp(ctx context.Context, start time.Time) error {
 }
 
 func (ix *indexer) loadVectors(ctx context.Context) error {
-	n, err := inBatches(func(fn func(*Message) error) error { return ix.store.ForEachVector(ctx, fn) },
+	// A damaged vector record is said, not only skipped: its message is
+	// then missing from vector search until verify --repair embeds it.
+	damaged := func(d *DamagedRecord) {
+		ix.log.Error("vector record damaged: skipped; its message is not found by vector search until `ctxd verify --repair` embeds it again",
+			"message", d.MessageID, "err", d.Err)
+	}
+	n, err := inBatches(func(fn func(*Message) error) error { return ix.store.ForEachVector(ctx, fn, damaged) },
 		func(batch []*Message) error { return ix.index.LoadVectors(ctx, batch) })
 	if err != nil {
 		return fmt.Errorf("load vectors: %w", err)

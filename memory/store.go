@@ -49,7 +49,8 @@ type Store interface {
 	TrimChanges(ctx context.Context, upTo uint64) error
 	// ForEachVector calls fn for every message that has a vector, with the
 	// fields an index needs (not the content).
-	ForEachVector(ctx context.Context, fn func(*Message) error) error
+	// A damaged vector record is skipped and given to damaged (when not nil).
+	ForEachVector(ctx context.Context, fn func(*Message) error, damaged func(*DamagedRecord)) error
 	// ReplaceVectors stores new vectors for messages by id (used when the
 	// embedding model changes).
 	ReplaceVectors(ctx context.Context, vectors map[string][]float32) error

@@ -165,7 +165,9 @@ func TestDamagedVectorSkippedAndNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var loaded []string
-	if err := s.ForEachVector(ctx, func(m *memory.Message) error { loaded = append(loaded, m.ID); return nil }); err != nil || len(loaded) != 1 || loaded[0] != "v1" {
+	var skipped []string
+	if err := s.ForEachVector(ctx, func(m *memory.Message) error { loaded = append(loaded, m.ID); return nil },
+		func(d *memory.DamagedRecord) { skipped = append(skipped, d.MessageID) }); err != nil || len(loaded) != 1 || loaded[0] != "v1" || len(skipped) != 1 {
 		t.Fatalf("vectors loaded: %v, %v", loaded, err)
 	}
 	_, err = s.MessagesByID(ctx, "t", []string{"v2"}, true)

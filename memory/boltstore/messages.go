@@ -253,8 +253,8 @@ func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
 
 // ForEachVector calls fn for every message with a vector, with the fields
 // the vector index needs (no content), read from the vector records alone.
-// A damaged vector record is skipped: see below.
-func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error) error {
+// A damaged vector record is skipped and given to damaged: see below.
+func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error, damaged func(*memory.DamagedRecord)) error {
 	return s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketVectors).ForEach(func(k, v []byte) error {
 			if err := ctx.Err(); err != nil {
@@ -266,6 +266,9 @@ func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) erro
 				// Skipped rather than failing the start-up that loads
 				// vectors: the message then has none, which verify reports
 				// (vector_missing) and --repair embeds again.
+				if damaged != nil {
+					damaged(d)
+				}
 				return nil
 			}
 			if err != nil {
