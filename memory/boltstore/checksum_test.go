@@ -175,3 +175,35 @@ func TestDamagedVectorSkippedAndNamed(t *testing.T) {
 		t.Fatalf("reading the message with the damaged vector: %v", err)
 	}
 }
+
+// A session record fails on any changed byte and names its session (its
+// token total was served as is before it had a checksum); one written
+// before, plain JSON, still reads.
+func TestSessionRecordChecksum(t *testing.T) {
+	sess := &memory.Session{Tenant: "t", ID: "s1", ContextWindow: 16000, Tokens: 1234, Counts: memory.Counts{Active: 7}}
+	rec, err := encodeSession(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := sessionKey("t", "s1")
+	got, err := decodeSession(key, rec)
+	if err != nil || got.Tokens != 1234 || got.Counts.Active != 7 {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	for i := range rec {
+		bad := bytes.Clone(rec)
+		bad[i] ^= 0x02
+		_, err := decodeSession(key, bad)
+		var d *memory.DamagedRecord
+		if !errors.As(err, &d) || d.SessionID != "s1" || d.Tenant != "t" || memory.ErrorCode(err) != memory.EDAMAGED {
+			t.Fatalf("byte %d changed: %v", i, err)
+		}
+	}
+	legacy, err := json.Marshal(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeSession(key, legacy); err != nil || got.Tokens != 1234 {
+		t.Fatalf("a record without a checksum: %+v, %v", got, err)
+	}
+}

@@ -3,7 +3,6 @@ package boltstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/ctxd/ctxd/memory"
@@ -35,11 +34,11 @@ func (s *Store) Sessions(ctx context.Context, tenant, after string, limit int) (
 			if limit > 0 && len(out) == limit {
 				break
 			}
-			var sess memory.Session
-			if err := json.Unmarshal(v, &sess); err != nil {
-				return fmt.Errorf("decode session %q: %w", k, err)
+			sess, err := decodeSession(k, v)
+			if err != nil {
+				return err
 			}
-			out = append(out, &sess)
+			out = append(out, sess)
 		}
 		return nil
 	})

@@ -3,8 +3,6 @@ package boltstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/ctxd/ctxd/memory"
 	bolt "go.etcd.io/bbolt"
@@ -40,11 +38,11 @@ func (v *snapshot) ForEachSession(tenant string, fn func(*memory.Session) error)
 		if err := ctxErr(v.ctx); err != nil {
 			return err
 		}
-		var sess memory.Session
-		if err := json.Unmarshal(b, &sess); err != nil {
-			return fmt.Errorf("decode session %q: %w", k, err)
+		sess, err := decodeSession(k, b)
+		if err != nil {
+			return err
 		}
-		if err := fn(&sess); err != nil {
+		if err := fn(sess); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -337,9 +338,44 @@ func getSession(tx *bolt.Tx, tenant, id string) (*memory.Session, error) {
 	if b == nil {
 		return nil, memory.Errorf(memory.ENOTFOUND, "session %q not found", id)
 	}
+	return decodeSession(sessionKey(tenant, id), b)
+}
+
+// A session record is a version byte (sessionRecordVersion), a CRC-32C of
+// the JSON that follows (4 bytes, big-endian), then the session as JSON:
+// one changed digit of its token total or counts was served as is, and
+// verify said consistent. A record that starts with '{' was written
+// before the checksum: it reads unchecked, and gets one when next written.
+const sessionRecordVersion = 1
+
+func encodeSession(sess *memory.Session) ([]byte, error) {
+	j, err := json.Marshal(sess)
+	if err != nil {
+		return nil, fmt.Errorf("encode session %s: %w", sess.ID, err)
+	}
+	out := make([]byte, 1+crcLen, 1+crcLen+len(j))
+	out[0] = sessionRecordVersion
+	binary.BigEndian.PutUint32(out[1:], crc32.Checksum(j, castagnoli))
+	return append(out, j...), nil
+}
+
+// decodeSession reads the session record b stored under key; a damaged one
+// is a *memory.DamagedRecord naming the session.
+func decodeSession(key, b []byte) (*memory.Session, error) {
+	tenant, id, _ := bytes.Cut(key, []byte{0})
+	damaged := func(err error) error {
+		return &memory.DamagedRecord{Tenant: string(tenant), SessionID: string(id), Err: err}
+	}
+	j := b
+	if len(b) > 0 && b[0] == sessionRecordVersion {
+		if len(b) < 1+crcLen || crc32.Checksum(b[1+crcLen:], castagnoli) != binary.BigEndian.Uint32(b[1:]) {
+			return nil, damaged(fmt.Errorf("session record: %w", errChecksum))
+		}
+		j = b[1+crcLen:]
+	}
 	var sess memory.Session
-	if err := json.Unmarshal(b, &sess); err != nil {
-		return nil, fmt.Errorf("decode session %s: %w", id, err)
+	if err := json.Unmarshal(j, &sess); err != nil {
+		return nil, damaged(fmt.Errorf("session record does not decode: %w", err))
 	}
 	return &sess, nil
 }
@@ -355,9 +391,9 @@ func getOrCreateSession(tx *bolt.Tx, tenant, id string, create func() *memory.Se
 }
 
 func putSession(tx *bolt.Tx, sess *memory.Session) error {
-	b, err := json.Marshal(sess)
+	b, err := encodeSession(sess)
 	if err != nil {
-		return fmt.Errorf("encode session %s: %w", sess.ID, err)
+		return err
 	}
 	return tx.Bucket(bucketSessions).Put(sessionKey(sess.Tenant, sess.ID), b)
 }
