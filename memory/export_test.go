@@ -18,3 +18,12 @@ func DigestCostOf(tok Tokenizer, enc string, lines []string, cached []bool) (int
 	}
 	return digestCost(tok, enc, segs, counts)
 }
+
+// Ratios is how many sessions' calibrations the gateway keeps.
+func (g *Gateway) Ratios() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.ratios)
+}
+
+const MaxRatios = maxRatios

@@ -63,6 +63,12 @@ const (
 	minRatio, maxRatio = 1.0, 4.0
 )
 
+// maxRatios bounds the calibrations kept: one per session the gateway has
+// seen would grow without end on a long-running server. When full it
+// starts over; a session then builds its next window at 1 again, as after
+// a restart.
+const maxRatios = 100_000
+
 // Calibrate learns, from the prompt tokens the upstream reported for a
 // window that cost sent tokens in ctxd's count, how the provider's
 // tokenizer compares with the session's encoding: later windows of the
@@ -76,6 +82,9 @@ func (g *Gateway) Calibrate(ctx context.Context, session string, sent, reported 
 	r := min(max(float64(reported)/float64(sent)*calibrationMargin, minRatio), maxRatio)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if len(g.ratios) >= maxRatios {
+		clear(g.ratios)
+	}
 	g.ratios[TenantFromContext(ctx)+"\x00"+session] = r
 }
 

@@ -1,6 +1,8 @@
 package memory_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -45,5 +47,19 @@ func TestGatewayModelWindow(t *testing.T) {
 	}
 	if _, ok := memory.ModelWindow("llama3:8b"); ok {
 		t.Error("an unknown model has a window")
+	}
+}
+
+// The gateway's calibrations are bounded: a server that sees ever new
+// sessions does not keep one for each forever, and a calibration still
+// takes after the table started over.
+func TestGatewayCalibrationsBounded(t *testing.T) {
+	g := memory.NewGateway(&memory.Service{})
+	ctx := memory.NewContextWithTenant(context.Background(), "t")
+	for i := range memory.MaxRatios + 10 {
+		g.Calibrate(ctx, fmt.Sprintf("s%d", i), 100, 130)
+	}
+	if n := g.Ratios(); n > memory.MaxRatios || n == 0 {
+		t.Fatalf("%d calibrations kept, bound %d", n, memory.MaxRatios)
 	}
 }
