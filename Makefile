@@ -5,7 +5,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build test test-short crash fuzz bench lint vectors eval eval-agent figures clean
+.PHONY: run build test test-short crash fuzz bench lint vectors eval eval-agent eval-gateway figures clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -87,6 +87,12 @@ AGENT_RUNS  ?= ../shared/bench/agent-dev/runs.jsonl
 AGENT_LIMIT ?= 0
 eval-agent: build
 	$(BIN) eval --agent $(AGENT_RUNS) --limit $(AGENT_LIMIT) --out /tmp/ctxd-eval-agent.json
+
+# The same runs through the drop-in gateway (POST /v1/chat/completions, the whole history on every call,
+# go-openai as the client) to a model that answers with the recorded turns: needed-in-window in what the
+# model was sent, requests over its window, and the gateway's own time per call. About 5 minutes.
+eval-gateway: build
+	$(BIN) eval --agent $(AGENT_RUNS) --gateway --limit $(AGENT_LIMIT) --out /tmp/ctxd-eval-gateway.json
 
 # The README's table of figures: eval, agent replay and bench at the full sizes, measured here and written
 # between its markers. It takes minutes and its latencies are this machine's: run it when the machine is quiet.

@@ -27,3 +27,6 @@ func (g *Gateway) Ratios() int {
 }
 
 const MaxRatios = maxRatios
+
+// Ratio is the session's calibration.
+func (g *Gateway) Ratio(tenant, session string) float64 { return g.ratio(tenant, session) }

@@ -79,13 +79,21 @@ func (g *Gateway) Calibrate(ctx context.Context, session string, sent, reported 
 	if sent <= 0 || reported <= 0 {
 		return
 	}
-	r := min(max(float64(reported)/float64(sent)*calibrationMargin, minRatio), maxRatio)
+	key := TenantFromContext(ctx) + "\x00" + session
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if reported <= sent {
+		// The provider counts no more than ctxd (its tokenizer is the
+		// session's encoding, as OpenAI's is): ctxd's count is safe as it
+		// is, and a margin would only leave a twentieth of every window
+		// empty.
+		delete(g.ratios, key)
+		return
+	}
 	if len(g.ratios) >= maxRatios {
 		clear(g.ratios)
 	}
-	g.ratios[TenantFromContext(ctx)+"\x00"+session] = r
+	g.ratios[key] = min(max(float64(reported)/float64(sent)*calibrationMargin, minRatio), maxRatio)
 }
 
 // ratio is the session's calibration, 1 until the upstream reported usage.

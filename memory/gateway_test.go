@@ -63,3 +63,27 @@ func TestGatewayCalibrationsBounded(t *testing.T) {
 		t.Fatalf("%d calibrations kept, bound %d", n, memory.MaxRatios)
 	}
 }
+
+// A provider that counts a window as ctxd does (or fewer) leaves the
+// session uncalibrated: the margin is for a tokenizer that counts more,
+// and on an OpenAI model it would leave part of every window empty. One
+// that counts more gets its ratio with the margin, within the bounds.
+func TestGatewayCalibrationRatio(t *testing.T) {
+	g := memory.NewGateway(&memory.Service{})
+	ctx := memory.NewContextWithTenant(context.Background(), "t")
+	for _, tc := range []struct {
+		sent, reported int
+		want           float64
+	}{
+		{1000, 1300, 1.3 * 1.05}, {1000, 1000, 1}, {1000, 1300, 1.3 * 1.05}, {1000, 900, 1}, {1000, 1001, 1.001 * 1.05},
+		{100, 1000, 4}, {0, 1000, 4}, // nothing sent: nothing learnt, the ratio before stays
+	} {
+		g.Calibrate(ctx, "s", tc.sent, tc.reported)
+		if got := g.Ratio("t", "s"); got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("after sent %d, reported %d: ratio %v, want %v", tc.sent, tc.reported, got, tc.want)
+		}
+	}
+	if got := g.Ratio("other", "s"); got != 1 {
+		t.Errorf("another tenant's session has ratio %v", got)
+	}
+}

@@ -147,6 +147,7 @@ func newEvalCmd() *cobra.Command {
 	f.IntVar(&o.ContextBatch, "context-batch", 2, "turns per write to the ctx- sessions (auto-compaction runs on writes)")
 	f.StringVar(&ao.Runs, "agent", "", "replay the recorded agent runs of this JSONL file instead (see above); --turns and --questions do not apply")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this file, for go tool pprof")
+	f.BoolVar(&ao.Gateway, "gateway", false, "with --agent: replay through the drop-in gateway (POST /v1/chat/completions, the whole history on every call, go-openai as the client) to a model in this process that answers with the recorded turns; figures on what the model was sent")
 	f.IntVar(&ao.Limit, "limit", 0, "with --agent: replay only the first N runs (0: all)")
 	f.StringVar(&ao.Policy, "policy", "", "with --agent: JSON object of session settings PUT with the window, e.g. '{\"target_pct\": 0.3}'")
 	return cmd
@@ -168,7 +169,7 @@ func checkEvalFlags(fs *pflag.FlagSet) error {
 		// cobra's own wording, which the exit code recognises as a usage error
 		return fmt.Errorf(`required flag(s) "%s" not set`, strings.Join(missing, `", "`))
 	}
-	for _, name := range []string{"limit", "policy"} {
+	for _, name := range []string{"limit", "policy", "gateway"} {
 		if fs.Changed(name) {
 			return usageErrorf("--%s: only with --agent", name)
 		}
@@ -685,7 +686,7 @@ type evalServer struct {
 // connectEvalProcess is connectEval with a throwaway server in a child
 // process: this executable's `serve` on a temporary data dir and a free
 // loopback port.
-func connectEvalProcess(ctx context.Context) (*evalClient, error) {
+func connectEvalProcess(ctx context.Context, args ...string) (*evalClient, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("eval server: %w", err)
@@ -701,7 +702,7 @@ func connectEvalProcess(ctx context.Context) (*evalClient, error) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // the child listens on it; another process taking it first fails the start below
-	cmd := exec.Command(exe, "serve", "--data-dir", dir, "--addr", addr, "--log-level", "warn")
+	cmd := exec.Command(exe, append([]string{"serve", "--data-dir", dir, "--addr", addr, "--log-level", "warn"}, args...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -736,7 +737,7 @@ func connectEvalProcess(ctx context.Context) (*evalClient, error) {
 	}
 }
 
-func startEvalServer(ctx context.Context) (*evalServer, error) {
+func startEvalServer(ctx context.Context, configure ...func(*Config)) (*evalServer, error) {
 	dir, err := os.MkdirTemp("", "ctxd-eval-")
 	if err != nil {
 		return nil, fmt.Errorf("eval server: temporary data dir: %w", err)
@@ -745,6 +746,9 @@ func startEvalServer(ctx context.Context) (*evalServer, error) {
 	bindServeFlags(pflag.NewFlagSet("eval", pflag.ContinueOnError), &cfg)
 	cfg.DataDir = dir
 	cfg.LogLevel = "warn"
+	for _, f := range configure {
+		f(&cfg)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		os.RemoveAll(dir)
@@ -783,12 +787,12 @@ func (s *evalServer) stop() error {
 // connectEval is a client of the server at --server, or, when server is
 // empty, of a throwaway in-process server, once it is ready. The caller
 // closes it, which stops the in-process server.
-func connectEval(ctx context.Context, server string) (*evalClient, error) {
+func connectEval(ctx context.Context, server string, configure ...func(*Config)) (*evalClient, error) {
 	cl := &evalClient{base: strings.TrimRight(server, "/"), http: &http.Client{Timeout: 5 * time.Minute}}
 	cl.desc = cl.base
 	if cl.base == "" {
 		var err error
-		if cl.srv, err = startEvalServer(ctx); err != nil {
+		if cl.srv, err = startEvalServer(ctx, configure...); err != nil {
 			return nil, err
 		}
 		cl.base, cl.desc = cl.srv.url, "in-process (default settings, temporary data dir)"

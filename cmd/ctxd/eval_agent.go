@@ -41,6 +41,8 @@ type agentOptions struct {
 	// then do not run in the server's process (the in-process latency
 	// growth was 2.0 where the script measured 1.4).
 	Process bool
+	// Gateway replays through the drop-in gateway instead (eval_gateway.go).
+	Gateway bool
 }
 
 const (
@@ -215,6 +217,7 @@ type agentReport struct {
 	Runs       int
 	Acc        agentAcc
 	StoreBytes int64 // of the in-process server's data dir; 0: not measured (--server)
+	FlushTurns int   // through the gateway: the flush turns it sent the model
 }
 
 // runAgentEval replays the runs against the server and sums the figures.
@@ -225,6 +228,12 @@ func runAgentEval(ctx context.Context, o agentOptions) (_ *agentReport, err erro
 	runs, err := loadAgentRuns(o.Runs, o.Limit)
 	if err != nil {
 		return nil, err
+	}
+	if o.Gateway {
+		if o.Server != "" {
+			return nil, usageErrorf("--gateway: the server must be one this command starts: its model is served by this process")
+		}
+		return runGatewayEval(ctx, o, runs)
 	}
 	var cl *evalClient
 	if o.Process && o.Server == "" && !runningAsTest() {
@@ -283,30 +292,7 @@ func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOpti
 	firstAsst := slices.IndexFunc(msgs, func(m agentMessage) bool { return m.Role == "assistant" })
 	ids, toks := make([]string, len(msgs)), make([]int, len(msgs))
 
-	salient := make([]map[string]struct{}, len(msgs))
-	salientOf := func(i int) map[string]struct{} {
-		if salient[i] == nil {
-			salient[i] = agentSalient(msgs[i].text())
-		}
-		return salient[i]
-	}
-	// Names of the system prompt and the task: pinned or protected anyway.
-	known := map[string]struct{}{}
-	for i := range firstAsst {
-		for t := range salientOf(i) {
-			known[t] = struct{}{}
-		}
-	}
-	firstSeen := map[string]int{} // name -> the message it first appeared in
-	note := func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			for t := range salientOf(j) {
-				if _, ok := firstSeen[t]; !ok {
-					firstSeen[t] = j
-				}
-			}
-		}
-	}
+	needs := newAgentNeeds(msgs, firstAsst)
 	contentBytes := 0
 	store := func(lo, hi int) error {
 		type wireMessage struct {
@@ -356,7 +342,6 @@ func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOpti
 	if err := store(0, firstAsst); err != nil {
 		return err
 	}
-	note(0, firstAsst)
 	var steps []int
 	for i, m := range msgs {
 		if m.Role == "assistant" {
@@ -398,43 +383,12 @@ func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOpti
 		acc.Invalid += agentInvalidPairs(win)
 
 		// What the next turn needs from far back.
-		recent := map[string]struct{}{}
-		for j := max(0, i-agentTail); j < i; j++ {
-			for t := range salientOf(j) {
-				recent[t] = struct{}{}
-			}
-		}
-		var need []string
-		for t := range salientOf(i) {
-			_, isKnown := known[t]
-			_, isRecent := recent[t]
-			first, seen := firstSeen[t]
-			if !isKnown && !isRecent && seen && first < i-agentTail && msgs[first].Role == "tool" {
-				need = append(need, t)
-			}
-		}
-		if len(need) > 0 {
+		if need := needs.at(i); len(need) > 0 {
 			texts := make([]string, len(win))
 			for k := range win {
 				texts[k] = agentText(win[k].Content, win[k].ToolCalls)
 			}
-			shown := agentNorm(strings.Join(texts, "\n"))
-			baseText := agentNorm(strings.Join(agentBaseline(msgs, toks, firstAsst, i, o.Budget), "\n"))
-			for _, t := range need {
-				var lines []string
-				for j := firstAsst; j < i; j++ {
-					if msgs[j].Role == "tool" && strings.Contains(msgs[j].Content, t) {
-						lines = append(lines, agentContextLines(msgs[j].Content, t)...)
-					}
-				}
-				acc.Needed++
-				if slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(shown, l) }) {
-					acc.NeededCtxd++
-				}
-				if slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(baseText, l) }) {
-					acc.NeededBase++
-				}
-			}
+			needs.count(i, need, texts, agentBaseline(msgs, toks, firstAsst, i, o.Budget), acc)
 		}
 		next := len(msgs)
 		if n+1 < len(steps) {
@@ -443,19 +397,26 @@ func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOpti
 		if err := store(i, next); err != nil {
 			return err
 		}
-		note(i, next)
+		needs.note(i, next)
 	}
 
+	return agentFinishRun(ctx, cl, run, len(msgs), contentBytes, lat, acc)
+}
+
+// agentFinishRun adds a replayed run's session figures, its originals
+// and content bytes, and its call latencies (and their growth) to acc.
+func agentFinishRun(ctx context.Context, cl *evalClient, run *agentRun, originals, contentBytes int, lat []float64,
+	acc *agentAcc) error {
 	var st struct {
 		Compactions int `json:"compactions"`
 		Summaries   int `json:"summaries"`
 	}
-	if err := cl.do(ctx, "GET", path, nil, &st); err != nil {
+	if err := cl.do(ctx, "GET", "/v1/sessions/"+agentSessionID(run.ID), nil, &st); err != nil {
 		return fmt.Errorf("run %s: session status: %w", run.ID, err)
 	}
 	acc.Compactions += st.Compactions
 	acc.Summaries += st.Summaries
-	acc.Originals += len(msgs)
+	acc.Originals += originals
 	acc.ContentBytes += contentBytes
 	q := max(1, len(lat)/4)
 	if len(lat) >= 8 {
@@ -565,7 +526,7 @@ func (r *agentReport) figures() jsonObject {
 		pct := func(p float64) float64 { return 1000 * lat[min(len(lat)-1, int(p/100*float64(len(lat))))] }
 		p50, p99 = pyRound(pct(50), 1), pyRound(pct(99), 1)
 	}
-	return jsonObject{
+	f := jsonObject{
 		{"runs", r.Runs}, {"context_calls", a.Calls}, {"writes", a.Writes},
 		{"needed_in_window_pct", pyRound(pyDiv(100*float64(a.NeededCtxd), float64(a.Needed)), 1)},
 		{"needed_in_window_baseline_pct", pyRound(pyDiv(100*float64(a.NeededBase), float64(a.Needed)), 1)},
@@ -581,6 +542,10 @@ func (r *agentReport) figures() jsonObject {
 		{"context_latency_growth_median", growth},
 		{"window", o.Window}, {"budget", o.Budget},
 	}
+	if o.Gateway {
+		return gatewayFigures(r, f)
+	}
+	return f
 }
 
 // writeText prints the figures as the script does, one "%-34s %s" line

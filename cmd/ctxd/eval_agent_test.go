@@ -284,3 +284,41 @@ func TestEvalAgentNames(t *testing.T) {
 		t.Errorf("pyRound: %s", got)
 	}
 }
+
+// The replay through the gateway measures what the model was sent, with
+// the context endpoint's definitions: the same names needed (the same
+// baseline, which does not depend on the server), and the model's
+// requests fit its window less the answer. Under a budget the baseline
+// cannot meet, the gateway's window still shows what the context
+// endpoint's shows.
+func TestEvalAgentGateway(t *testing.T) {
+	runs := writeAgentRun(t, "gw")
+	for _, budget := range []int{12000, 2500} {
+		o := agentOptions{Runs: runs, Window: 16000, Budget: budget}
+		direct, err := runAgentEval(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Gateway = true
+		gw, err := runAgentEval(context.Background(), o)
+		if err != nil {
+			t.Fatalf("budget %d, through the gateway: %v", budget, err)
+		}
+		f := figureMap(gw)
+		checkFigures(t, "through the gateway", f, map[string]any{"through": "gateway", "runs": 1, "model_calls": 8,
+			"needed_tokens": len(agentTestNeeded), "requests_over_window": 0, "invalid_pairs": 0,
+			"latest_present_pct": 100.0, "latest_whole_pct": figureMap(direct)["latest_whole_pct"],
+			"needed_in_window_baseline_pct": figureMap(direct)["needed_in_window_baseline_pct"]})
+		if gw.Acc.NeededCtxd < direct.Acc.NeededCtxd {
+			t.Errorf("budget %d: the model was shown %d of the %d names needed, the context endpoint %d", budget,
+				gw.Acc.NeededCtxd, gw.Acc.Needed, direct.Acc.NeededCtxd)
+		}
+		if p50, ok := f["gateway_ms_p50"].(float64); !ok || p50 <= 0 {
+			t.Errorf("gateway time p50: %v", f["gateway_ms_p50"])
+		}
+	}
+	if _, err := runAgentEval(context.Background(), agentOptions{Runs: runs, Server: "http://127.0.0.1:1", Window: 16000,
+		Budget: 12000, Gateway: true}); err == nil || !strings.Contains(err.Error(), "--gateway") {
+		t.Errorf("--gateway with --server: %v", err)
+	}
+}

@@ -21,9 +21,11 @@ const (
 	figDocLatency = "latency.json" // one client on the bench data set
 	figDocLoad    = "load.json"    // --clients for --duration on it
 	figDocAgent   = "agent.json"   // `ctxd eval --agent --json`: the agent replay
+	figDocGateway = "gateway.json" // `ctxd eval --agent --gateway --json`: the same through the gateway
 )
 
-var figDocNames = []string{figDocMeta, figDocFloor, figDocEval, figDocIngest, figDocBench, figDocLatency, figDocLoad, figDocAgent}
+var figDocNames = []string{figDocMeta, figDocFloor, figDocEval, figDocIngest, figDocBench, figDocLatency, figDocLoad, figDocAgent,
+	figDocGateway}
 
 type figuresDocs map[string][]byte
 
@@ -109,6 +111,25 @@ type figAgent struct {
 	Budget        int      `json:"budget"`
 }
 
+// figGateway is `ctxd eval --agent --gateway --json`: the agent replay
+// through the drop-in gateway, measured on what the model was sent.
+type figGateway struct {
+	Runs          int     `json:"runs"`
+	Calls         int     `json:"model_calls"`
+	Needed        float64 `json:"needed_in_window_pct"`
+	Baseline      float64 `json:"needed_in_window_baseline_pct"`
+	LatestPresent float64 `json:"latest_present_pct"`
+	LatestWhole   float64 `json:"latest_whole_pct"`
+	OverWindow    int     `json:"requests_over_window"`
+	Invalid       int     `json:"invalid_pairs"`
+	OverHardLimit int     `json:"writes_over_hard_limit"`
+	P50           float64 `json:"gateway_ms_p50"`
+	P99           float64 `json:"gateway_ms_p99"`
+	FlushTurns    int     `json:"flush_turns"`
+	Window        int     `json:"window"`
+	Budget        int     `json:"budget"`
+}
+
 // figuresData is everything the table is rendered from.
 type figuresData struct {
 	Meta    figuresMeta
@@ -119,13 +140,14 @@ type figuresData struct {
 	Latency *benchReport
 	Load    *benchReport
 	Agent   figAgent
+	Gateway figGateway
 }
 
 func parseFiguresDocs(d figuresDocs) (*figuresData, error) {
 	data := &figuresData{Ingest: &benchReport{}, Bench: &benchReport{}, Latency: &benchReport{}, Load: &benchReport{}}
 	into := map[string]any{figDocMeta: &data.Meta, figDocFloor: &data.Floor, figDocEval: &data.Eval,
 		figDocIngest: data.Ingest, figDocBench: data.Bench, figDocLatency: data.Latency, figDocLoad: data.Load,
-		figDocAgent: &data.Agent}
+		figDocAgent: &data.Agent, figDocGateway: &data.Gateway}
 	for _, name := range figDocNames {
 		if err := json.Unmarshal(d[name], into[name]); err != nil {
 			return nil, fmt.Errorf("figures: read %s: %w", name, err)
@@ -144,6 +166,8 @@ func parseFiguresDocs(d figuresDocs) (*figuresData, error) {
 		return nil, fmt.Errorf("figures: %s or %s has no mixed load", figDocLatency, figDocLoad)
 	case data.Agent.Runs == 0 || data.Agent.P50 == nil || data.Agent.P99 == nil:
 		return nil, fmt.Errorf("figures: %s has no agent replay figures", figDocAgent)
+	case data.Gateway.Runs == 0 || data.Gateway.Calls == 0:
+		return nil, fmt.Errorf("figures: %s has no gateway replay figures", figDocGateway)
 	}
 	for _, op := range []string{benchOpSearchAll, benchOpSearchSession, benchOpContext} {
 		if _, ok := data.Latency.Mixed.Ops[op]; !ok {

@@ -55,7 +55,10 @@ func measureFigures(ctx context.Context, o figuresOptions, logw io.Writer) (figu
 	if docs[figDocEval], err = figuresEval(ctx, o, tmp, logw); err != nil {
 		return nil, err
 	}
-	if docs[figDocAgent], err = figuresAgent(ctx, o, logw); err != nil {
+	if docs[figDocAgent], err = figuresAgent(ctx, o, false, logw); err != nil {
+		return nil, err
+	}
+	if docs[figDocGateway], err = figuresAgent(ctx, o, true, logw); err != nil {
 		return nil, err
 	}
 	return docs, nil
@@ -215,11 +218,11 @@ func evalSubset(turnsPath, questionsPath, dir string, n int) (string, string, er
 }
 
 // figuresAgent replays the recorded agent runs (the first --agent-limit)
-// as `make eval-agent` does: the script's window and budget, default
-// session settings.
-func figuresAgent(ctx context.Context, o figuresOptions, logw io.Writer) ([]byte, error) {
-	fmt.Fprintf(logw, "figures: agent replay of %s\n", o.AgentRuns)
+// as `make eval-agent` does (`make eval-gateway` with gateway): the
+// script's window and budget, default session settings.
+func figuresAgent(ctx context.Context, o figuresOptions, gateway bool, logw io.Writer) ([]byte, error) {
+	fmt.Fprintf(logw, "figures: agent replay of %s (through the gateway: %v)\n", o.AgentRuns, gateway)
 	rep, err := runAgentEval(ctx, agentOptions{Runs: o.AgentRuns, Window: agentDefaultWindow, Budget: agentDefaultBudget,
-		Limit: o.AgentLimit, Progress: logw, Process: true})
+		Limit: o.AgentLimit, Progress: logw, Process: true, Gateway: gateway})
 	return figuresJSON(rep, err)
 }

@@ -67,6 +67,7 @@ func figuresRows(d *figuresData) []figRow {
 	rows = append(rows, recallRows(d.Eval, &d.Floor)...)
 	rows = append(rows, evidenceRows(d.Eval)...)
 	rows = append(rows, agentRows(d.Agent)...)
+	rows = append(rows, gatewayRows(d.Gateway, d.Agent)...)
 	rows = append(rows, ingestRows(d.Ingest, d.Bench)...)
 	rows = append(rows, latencyRows(d.Latency)...)
 	rows = append(rows, loadRow(d.Load), startupRow(d.Bench.Startup), memoryRow(d.Bench, d.Load))
@@ -189,6 +190,39 @@ func agentRows(a figAgent) []figRow {
 		What:   what("context latency, 1 client"),
 		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(*a.P50), f1(*a.P99), figInt(a.Calls)),
 	}, growth)
+}
+
+// gatewayRows are the figures of the agent replay through the gateway
+// beside the same replay's through the context endpoint (a): the window
+// the model gets must serve the agent at least as well.
+func gatewayRows(g figGateway, a figAgent) []figRow {
+	what := func(s string) string { return "gateway replay (the whole history on every call, go-openai), " + s }
+	needed := r1(g.Needed)
+	var bad []string
+	for _, c := range []struct {
+		n    int
+		name string
+	}{{g.OverWindow, "over the window"}, {g.Invalid, "invalid pairs"}, {g.OverHardLimit, "over 85%"}} {
+		if c.n != 0 {
+			bad = append(bad, c.name)
+		}
+	}
+	return []figRow{{
+		What: what(fmt.Sprintf("needed-in-window in what the model was sent: %d runs, %s-token model window, %s tokens kept for the answer",
+			g.Runs, figInt(g.Window), figInt(g.Window-g.Budget))),
+		Figure: fmt.Sprintf("%s (context endpoint %s, baseline %s)", f1(needed), f1(r1(a.Needed)), f1(r1(g.Baseline))),
+		Goal:   "at least the context endpoint's",
+		Status: figStatus(needed >= r1(a.Needed), "below the context endpoint"),
+	}, {
+		What: what("requests over the model's window less the answer / invalid tool pairs / writes over 85% / latest input present"),
+		Figure: fmt.Sprintf("%d / %d / %d / %s%% (of %s model calls; %s flush turns)", g.OverWindow, g.Invalid, g.OverHardLimit,
+			pyNum(g.LatestPresent), figInt(g.Calls), figInt(g.FlushTurns)),
+		Goal: "0 / 0 / 0 / 100%", Status: figStatus(len(bad) == 0 && g.LatestPresent == 100, strings.Join(bad, ", ")),
+	}, {
+		What: what("the gateway's added time per call: the round trip less the model's time (storing the new history and the " +
+			"answer durably, compaction, the window), new connection per call"),
+		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(g.P50), f1(g.P99), figInt(g.Calls)),
+	}}
 }
 
 // pyNum writes v as the script prints it, without a trailing ".0".

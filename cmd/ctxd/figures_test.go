@@ -73,6 +73,11 @@ func TestFiguresRenderFixture(t *testing.T) {
 		{"agent replay, data dir bytes", "97.68", "<= 4", "not yet"},
 		{"agent replay, context latency, 1 client", "p50 21.1 ms, p99 236.1 ms (91 calls)", "", ""},
 		{"agent replay, context latency growth", "16.24x", "<= 1.5x", "not yet"},
+		{"gateway replay (the whole history on every call, go-openai), needed-in-window in what the model was sent: 2 runs, 16,000-token model window, 4,000 tokens kept for the answer",
+			"100.0 (context endpoint 75.4, baseline 82.6)", "at least the context endpoint's", "met"},
+		{"gateway replay (the whole history on every call, go-openai), requests over the model's window",
+			"0 / 0 / 0 / 100% (of 91 model calls; 5 flush turns)", "0 / 0 / 0 / 100%", "met"},
+		{"gateway replay (the whole history on every call, go-openai), the gateway's added time", "p50 27.3 ms, p99 97.1 ms (91 calls)", "", ""},
 	}
 	for _, w := range want {
 		r := figRowOf(t, rows, w.prefix)
@@ -80,9 +85,10 @@ func TestFiguresRenderFixture(t *testing.T) {
 			t.Errorf("%s:\n got  %q | %q | %q\n want %q | %q | %q", w.prefix, r.Figure, r.Goal, r.Status, w.figure, w.goal, w.status)
 		}
 	}
-	// 5 recall, 5 evidence, LoCoMo context, 8 agent replay, 2 ingest, 3 latency, load, start-up, RSS.
-	if len(rows) != 27 {
-		t.Errorf("%d rows, want 27", len(rows))
+	// 5 recall, 5 evidence, LoCoMo context, 8 agent replay, 3 gateway replay, 2 ingest, 3 latency, load,
+	// start-up, RSS.
+	if len(rows) != 30 {
+		t.Errorf("%d rows, want 30", len(rows))
 	}
 
 	block := renderFigures(d)
@@ -96,8 +102,8 @@ func TestFiguresRenderFixture(t *testing.T) {
 			t.Errorf("block lacks %q:\n%s", s, block)
 		}
 	}
-	if n := strings.Count(block, "\n| "); n != 27+1 {
-		t.Errorf("%d table lines after the header, want 28:\n%s", n, block)
+	if n := strings.Count(block, "\n| "); n != 30+1 {
+		t.Errorf("%d table lines after the header, want 31:\n%s", n, block)
 	}
 }
 
@@ -156,6 +162,18 @@ func TestFiguresStatusFlips(t *testing.T) {
 		{"agent storage not measured", "agent replay, data dir", func(d *figuresData) { d.Agent.Storage = nil }, ""},
 		{"agent growth at goal", "agent replay, context latency growth", func(d *figuresData) { v := 1.5; d.Agent.Growth = &v }, "met"},
 		{"agent growth over goal", "agent replay, context latency growth", func(d *figuresData) { v := 1.51; d.Agent.Growth = &v }, "not yet"},
+		{"gateway level with the context endpoint", "gateway replay (the whole history on every call, go-openai), needed", func(d *figuresData) {
+			d.Agent.Needed, d.Gateway.Needed = 99.3, 99.26
+		}, "met"},
+		{"gateway below the context endpoint", "gateway replay (the whole history on every call, go-openai), needed", func(d *figuresData) {
+			d.Agent.Needed, d.Gateway.Needed = 99.3, 99.2
+		}, "not yet: below the context endpoint"},
+		{"gateway request over the window", "gateway replay (the whole history on every call, go-openai), requests over", func(d *figuresData) {
+			d.Gateway.OverWindow = 1
+		}, "not yet: over the window"},
+		{"gateway latest missing", "gateway replay (the whole history on every call, go-openai), requests over", func(d *figuresData) {
+			d.Gateway.LatestPresent = 99.9
+		}, "not yet"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

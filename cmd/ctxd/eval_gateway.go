@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/metrics"
+	"github.com/ctxd/ctxd/tokenizer"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// `ctxd eval --agent --gateway` replays the recorded runs through the
+// drop-in gateway (POST /v1/chat/completions) as an agent that never
+// heard of ctxd sends them: its whole history on every call, through the
+// go-openai client. The model behind the gateway is gatewayModel, in this
+// process: it answers each call with the recorded next turn and keeps what
+// it was sent, and the figures are measured on that, what a real model
+// would have read. They are the replay's figures (needed-in-window beside
+// the same baseline, latest present, invalid pairs), plus requests over
+// the model's window and the gateway's own time per call, the round trip
+// less the time spent in the model.
+
+// gatewayModel is the upstream of the gateway replay: an OpenAI Chat
+// Completions endpoint that answers with the turn it is given and keeps
+// the last conversation request.
+type gatewayModel struct {
+	srv  *http.Server
+	url  string // base URL as an OpenAI SDK takes it: ends in /v1
+	tok  memory.Tokenizer
+	busy time.Duration // time spent answering, summed
+
+	mu         sync.Mutex
+	next       openai.ChatCompletionMessage
+	got        []openai.ChatCompletionMessage // the last conversation call's messages
+	flushTurns int                            // calls that offered save_memory: the gateway's flush turns
+	fault      error                          // a request it could not read
+}
+
+func startGatewayModel(tok memory.Tokenizer) (*gatewayModel, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("gateway eval: model listen: %w", err)
+	}
+	m := &gatewayModel{url: "http://" + ln.Addr().String() + "/v1", tok: tok}
+	m.srv = &http.Server{Handler: http.HandlerFunc(m.serve), ReadHeaderTimeout: time.Minute}
+	go m.srv.Serve(ln) //nolint:errcheck // ends with Close
+	return m, nil
+}
+
+func (m *gatewayModel) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() {
+		m.mu.Lock()
+		m.busy += time.Since(start)
+		m.mu.Unlock()
+	}()
+	var req openai.ChatCompletionRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		m.mu.Lock()
+		m.fault = errors.Join(m.fault, fmt.Errorf("the model could not read a request: %w", err))
+		m.mu.Unlock()
+		http.Error(w, `{"error":{"message":"unreadable request"}}`, http.StatusBadRequest)
+		return
+	}
+	flush := slices.ContainsFunc(req.Tools, func(t openai.Tool) bool {
+		return t.Function != nil && t.Function.Name == memory.SaveMemoryTool
+	})
+	m.mu.Lock()
+	answer := m.next
+	if flush {
+		// The flush turn: a model with nothing it must keep saves nothing,
+		// so the notes do not change the windows measured after it.
+		m.flushTurns++
+		answer = openai.ChatCompletionMessage{Role: "assistant", Content: "Nothing to save."}
+	} else {
+		m.got = req.Messages
+	}
+	m.mu.Unlock()
+	prompt, err := gatewayPromptTokens(m.tok, req.Messages)
+	if err != nil {
+		http.Error(w, `{"error":{"message":"count"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(openai.ChatCompletionResponse{ //nolint:errcheck // the gateway reads it
+		ID: "chatcmpl-eval", Object: "chat.completion", Model: req.Model,
+		Choices: []openai.ChatCompletionChoice{{Message: answer, FinishReason: openai.FinishReasonStop}},
+		// What OpenAI would report for a model of o200k_base.
+		Usage: openai.Usage{PromptTokens: prompt, CompletionTokens: 1, TotalTokens: prompt + 1},
+	})
+}
+
+// take returns what the last conversation call sent, and the time spent
+// answering since the last take.
+func (m *gatewayModel) take() ([]openai.ChatCompletionMessage, time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got, busy, fault := m.got, m.busy, m.fault
+	m.got, m.busy, m.fault = nil, 0, nil
+	return got, busy, fault
+}
+
+func (m *gatewayModel) close() error { return m.srv.Close() }
+
+// gatewayPromptTokens is what msgs cost as a chat request in o200k_base,
+// counted as ctxd counts a window (memory.MessageTokens each, plus the
+// reply priming).
+func gatewayPromptTokens(tok memory.Tokenizer, msgs []openai.ChatCompletionMessage) (int, error) {
+	n := memory.ReplyPriming
+	for _, om := range msgs {
+		m := &memory.Message{Role: memory.Role(om.Role), Content: om.Content, ToolCallID: om.ToolCallID, Name: om.Name}
+		for _, tc := range om.ToolCalls {
+			m.ToolCalls = append(m.ToolCalls, memory.ToolCall{ID: tc.ID, Type: string(tc.Type),
+				Function: memory.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+		}
+		c, err := memory.MessageTokens(tok, memory.EncodingO200k, m)
+		if err != nil {
+			return 0, err
+		}
+		n += c
+	}
+	return n, nil
+}
+
+// headerTransport sends the gateway's session and window headers on every
+// request, as an agent configured with them would.
+type headerTransport struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.header {
+		r.Header[k] = v
+	}
+	return t.base.RoundTrip(r)
+}
+
+// runGatewayEval is runAgentEval through the gateway.
+func runGatewayEval(ctx context.Context, o agentOptions, runs []agentRun) (_ *agentReport, err error) {
+	tok := tokenizer.New()
+	model, err := startGatewayModel(tok)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, model.close()) }()
+	var cl *evalClient
+	if o.Process && !runningAsTest() {
+		cl, err = connectEvalProcess(ctx, "--upstream-openai-url", model.url)
+	} else {
+		cl, err = connectEval(ctx, "", func(c *Config) { c.UpstreamOpenAIURL = model.url })
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, cl.close()) }()
+	rep := &agentReport{Options: o, ServerDesc: cl.desc + ", through the gateway", Runs: len(runs)}
+	start := time.Now()
+	for k := range runs {
+		if err := gatewayReplay(ctx, cl, model, tok, &runs[k], o, &rep.Acc); err != nil {
+			return nil, err
+		}
+		if o.Progress != nil && (k+1)%10 == 0 {
+			fmt.Fprintf(o.Progress, "... %d/%d runs, %.0fs\n", k+1, len(runs), time.Since(start).Seconds())
+		}
+	}
+	rep.FlushTurns = model.flushTurns
+	if cl.srv != nil {
+		if rep.StoreBytes, err = metrics.DirBytes(cl.srv.dir, 0)(); err != nil {
+			return nil, fmt.Errorf("gateway eval: data dir: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+// gatewayReplay is one run through the gateway: before each assistant
+// turn the agent sends its whole history, and the model answers with that
+// turn.
+func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok memory.Tokenizer, run *agentRun,
+	o agentOptions, acc *agentAcc) error {
+	sid := agentSessionID(run.ID)
+	path := "/v1/sessions/" + sid
+	if err := cl.do(ctx, "DELETE", path, nil, nil, http.StatusNotFound); err != nil {
+		return fmt.Errorf("run %s: clear session: %w", run.ID, err)
+	}
+	// The model's window is the replay's window; what the agent asks to
+	// keep for the answer leaves the replay's budget for the history.
+	answer := o.Window - o.Budget
+	cfg := openai.DefaultConfig("sk-eval")
+	cfg.BaseURL = cl.base + "/v1"
+	cfg.HTTPClient = &http.Client{Timeout: 5 * time.Minute, Transport: &headerTransport{
+		// A new connection per call, as in the replay of the context endpoint.
+		base: &http.Transport{DisableKeepAlives: true},
+		header: http.Header{httpapi.SessionHeader: {sid},
+			httpapi.ContextWindowHeader: {strconv.Itoa(o.Window)}},
+	}}
+	client := openai.NewClientWithConfig(cfg)
+
+	msgs := run.Messages
+	history := make([]openai.ChatCompletionMessage, len(msgs))
+	toks := make([]int, len(msgs))
+	contentBytes := 0
+	for i := range msgs {
+		history[i] = openai.ChatCompletionMessage{Role: msgs[i].Role, Content: msgs[i].Content, ToolCallID: msgs[i].ToolCallID}
+		for _, c := range msgs[i].calls {
+			history[i].ToolCalls = append(history[i].ToolCalls, openai.ToolCall{ID: pyKey(c.ID), Type: openai.ToolTypeFunction,
+				Function: openai.FunctionCall{Name: c.Function.Name, Arguments: c.Function.Arguments}})
+		}
+		// Each message's cost as the server counts it, for the baseline.
+		n, err := gatewayPromptTokens(tok, history[i:i+1])
+		if err != nil {
+			return fmt.Errorf("run %s: count message %d: %w", run.ID, i, err)
+		}
+		toks[i] = n - memory.ReplyPriming
+	}
+	firstAsst := slices.IndexFunc(msgs, func(m agentMessage) bool { return m.Role == "assistant" })
+	needs := newAgentNeeds(msgs, firstAsst)
+	var lat []float64
+	stored := 0 // the messages the session holds after the last call
+	noted := firstAsst
+	for i, m := range msgs {
+		if m.Role != "assistant" {
+			continue
+		}
+		needs.note(noted, i)
+		noted = i
+		model.mu.Lock()
+		model.next = history[i]
+		model.mu.Unlock()
+		t0 := time.Now()
+		_, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "gpt-4o",
+			Messages: history[:i], MaxCompletionTokens: answer})
+		rtt := time.Since(t0)
+		got, busy, fault := model.take()
+		if err = errors.Join(err, fault); err != nil {
+			return fmt.Errorf("run %s: call before message %d: %w", run.ID, i, err)
+		}
+		lat = append(lat, (rtt - busy).Seconds())
+		acc.Calls++
+		acc.Writes++
+		for j := stored; j <= i; j++ { // the history not sent before, and the answer
+			contentBytes += len(msgs[j].text())
+		}
+		stored = i + 1
+		if len(got) == 0 {
+			return fmt.Errorf("run %s: call before message %d: the model got no conversation request", run.ID, i)
+		}
+		sent, err := gatewayPromptTokens(tok, got)
+		if err != nil {
+			return err
+		}
+		if sent > o.Window-answer {
+			acc.OverBudget++
+		}
+		win := make([]agentWindowMessage, len(got))
+		texts := make([]string, len(got))
+		for k, g := range got {
+			win[k] = agentWindowMessage{Role: g.Role, Content: g.Content}
+			if g.Role == "tool" {
+				id := g.ToolCallID
+				win[k].ToolCallID = &id
+			}
+			for _, tc := range g.ToolCalls {
+				id := tc.ID
+				c := agentToolCall{ID: &id}
+				c.Function.Name, c.Function.Arguments = tc.Function.Name, tc.Function.Arguments
+				win[k].ToolCalls = append(win[k].ToolCalls, c)
+			}
+			texts[k] = agentText(win[k].Content, win[k].ToolCalls)
+		}
+		// The message being answered is the last one sent, whole or cut.
+		last, want := got[len(got)-1], history[i-1]
+		if last.Role == want.Role && last.ToolCallID == want.ToolCallID {
+			acc.LatestPresent++
+			if last.Content == want.Content {
+				acc.LatestWhole++
+			}
+		}
+		acc.Invalid += agentInvalidPairs(win)
+		needs.count(i, needs.at(i), texts, agentBaseline(msgs, toks, firstAsst, i, o.Budget), acc)
+
+		var st struct {
+			Tokens int `json:"tokens"`
+		}
+		if err := cl.do(ctx, "GET", path, nil, &st); err != nil {
+			return fmt.Errorf("run %s: session status: %w", run.ID, err)
+		}
+		if float64(st.Tokens) > agentHardLimit*float64(o.Window) {
+			acc.OverHardLimit++
+		}
+	}
+	return agentFinishRun(ctx, cl, run, stored, contentBytes, lat, acc)
+}
+
+// gatewayFigures are the figures of a replay through the gateway: the
+// replay's, the context calls being the agent's model calls, with the
+// gateway's time per call (less the model's) and its flush turns.
+func gatewayFigures(r *agentReport, f jsonObject) jsonObject {
+	out := jsonObject{{"through", "gateway"}}
+	for _, kv := range f {
+		switch kv.Key {
+		case "context_calls":
+			kv.Key = "model_calls"
+		case "over_budget_windows":
+			kv.Key = "requests_over_window"
+		case "context_ms_p50":
+			kv.Key = "gateway_ms_p50"
+		case "context_ms_p99":
+			kv.Key = "gateway_ms_p99"
+		case "context_latency_growth_median":
+			kv.Key = "gateway_latency_growth_median"
+		}
+		out = append(out, kv)
+	}
+	return append(out, jsonField{"flush_turns", r.FlushTurns})
+}
