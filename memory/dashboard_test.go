@@ -7,53 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxd/ctxd/eventlog"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
-// withEvents gives a harness a real event log, read back by the service.
-func withEvents(t *testing.T) func(*memory.Service) {
-	log, err := eventlog.Open(t.TempDir(), eventlog.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { log.Close() })
-	return func(s *memory.Service) { s.Events, s.EventReader = log, log }
-}
-
-// compacted fills session id of ctx's tenant past its compaction trigger
-// (a 2,000-token window), one write a turn, so it holds cold messages; the
-// third turn names a zebrafish, which no other does.
-func compacted(t *testing.T, h *memorytest.Harness, ctx context.Context, id string) {
-	t.Helper()
-	window := 2000
-	if _, err := h.PutSession(ctx, id, memory.SessionUpdate{ContextWindow: &window}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 60 {
-		text := fmt.Sprintf("turn %d: the train ran late, so we walked along the river and talked about film %d", i, i*7)
-		if i == 2 {
-			text = "turn 2: the password manager we chose is called zebrafish, keep its vault on the blue drive"
-		}
-		role := memory.RoleUser
-		if i%2 == 1 {
-			role = memory.RoleAssistant
-		}
-		h.Clock.Add(time.Minute)
-		if _, err := h.Append(ctx, id, []*memory.Message{{Role: role, Content: text}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := h.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestContextPreviewChangesNothing(t *testing.T) {
-	h := memorytest.Open(t, withEvents(t))
+	h := memorytest.Open(t, memorytest.WithEvents(t))
 	ctx := context.Background()
-	compacted(t, h, ctx, "s")
+	h.Compacted(t, ctx, "s")
 	before, err := h.GetSession(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
@@ -204,10 +165,10 @@ func TestQuerySessions(t *testing.T) {
 }
 
 func TestSessionHistoryAndTuning(t *testing.T) {
-	h := memorytest.Open(t, withEvents(t))
+	h := memorytest.Open(t, memorytest.WithEvents(t))
 	ctx := memory.NewContextWithTenant(context.Background(), "t1")
-	compacted(t, h, ctx, "s")
-	compacted(t, h, ctx, "s2")
+	h.Compacted(t, ctx, "s")
+	h.Compacted(t, ctx, "s2")
 	st, err := h.GetSession(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
