@@ -62,7 +62,8 @@ func Open(tb testing.TB, configure ...func(*memory.Service)) *Harness {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	idx, err := index.Open(filepath.Join(dir, "index"), index.Options{})
+	// Texts as the server sets it, so searches come with highlights.
+	idx, err := index.Open(filepath.Join(dir, "index"), index.Options{Texts: st})
 	if err != nil {
 		tb.Fatal(err)
 	}
