@@ -74,20 +74,36 @@ func (s *Service) SessionHistory(ctx context.Context, sessionID string) (*Sessio
 		return nil, err
 	}
 	h := &SessionHistory{Cut: len(health) == HistoryPoints || len(comp) == HistoryCompactions}
+	// Points of one instant go compaction-before, compaction-after, then
+	// the write's (logged after the compaction it set off): the order
+	// they happened in, whatever the clock's resolution.
+	type ranked struct {
+		p    TokenPoint
+		rank int
+	}
+	var pts []ranked
 	for _, e := range health {
-		h.Points = append(h.Points, TokenPoint{At: eventTime(e, "time"), Tokens: eventInt(e, "tokens")})
+		pts = append(pts, ranked{TokenPoint{At: eventTime(e, "time"), Tokens: eventInt(e, "tokens")}, 2})
 	}
 	for _, e := range comp {
 		c := compactionRecord(e)
 		h.Compactions = append(h.Compactions, c)
-		h.Points = append(h.Points, TokenPoint{At: c.StartedAt, Tokens: c.TokensBefore}, TokenPoint{At: c.At, Tokens: c.TokensAfter})
+		pts = append(pts, ranked{TokenPoint{At: c.StartedAt, Tokens: c.TokensBefore}, 0}, ranked{TokenPoint{At: c.At, Tokens: c.TokensAfter}, 1})
 	}
-	slices.SortStableFunc(h.Points, func(a, b TokenPoint) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(pts, func(a, b ranked) int {
+		if c := a.p.At.Compare(b.p.At); c != 0 {
+			return c
+		}
+		return a.rank - b.rank
+	})
+	for _, r := range pts {
+		h.Points = append(h.Points, r.p)
+	}
 	return h, nil
 }
 
 func compactionRecord(e map[string]any) CompactionRecord {
-	c := CompactionRecord{At: eventTime(e, "time"), StartedAt: eventTime(e, "started_at"), Trigger: eventString(e, "trigger"),
+	c := CompactionRecord{At: eventTime(e, "time"), Trigger: eventString(e, "trigger"),
 		TokensBefore: eventInt(e, "tokens_before"), TokensAfter: eventInt(e, "tokens_after"), Target: eventInt(e, "target"),
 		Dropped: eventInt(e, "dropped"), Summarized: eventInt(e, "summarized"), Pruned: eventInt(e, "pruned"),
 		SummarizedTokens: eventInt(e, "summarized_tokens"), SummaryTokens: eventInt(e, "summary_tokens"),
@@ -96,9 +112,10 @@ func compactionRecord(e map[string]any) CompactionRecord {
 		c.Summaries = len(ids)
 	}
 	c.ProtectedOnly, _ = e["protected_only"].(bool)
-	if c.StartedAt.IsZero() {
-		c.StartedAt = c.At
-	}
+	// The start is the end less the time taken, on the event log's clock:
+	// started_at is the process's wall clock, which a server with an
+	// injected clock (tests, replays) does not share with its log.
+	c.StartedAt = c.At.Add(-time.Duration(c.TookMS * float64(time.Millisecond)))
 	return c
 }
 

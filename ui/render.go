@@ -39,6 +39,7 @@ var funcs = template.FuncMap{
 	"num":       formatInt,
 	"pct":       func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
 	"score":     func(f float64) string { return strconv.FormatFloat(f, 'f', 3, 64) },
+	"score2":    func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
 	"ts":        func(t time.Time) string { return formatTime(t) },
 	"clip":      clip,
 	"long":      func(s string, n int) bool { return utf8.RuneCountInString(s) > n },

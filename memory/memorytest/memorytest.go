@@ -168,12 +168,17 @@ func checkSession(ctx context.Context, st memory.Store, sess *memory.Session) er
 // WithEvents gives the service a real event log in a temp dir, which it
 // also reads back (history, tuning, TailEvents).
 func WithEvents(tb testing.TB) func(*memory.Service) {
-	log, err := eventlog.Open(tb.TempDir(), eventlog.Options{})
-	if err != nil {
-		tb.Fatal(err)
+	dir := tb.TempDir()
+	return func(s *memory.Service) {
+		// On the harness's clock (set before configure runs), as the
+		// service's own times are.
+		log, err := eventlog.Open(dir, eventlog.Options{Now: s.Now})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { log.Close() })
+		s.Events, s.EventReader = log, log
 	}
-	tb.Cleanup(func() { log.Close() })
-	return func(s *memory.Service) { s.Events, s.EventReader = log, log }
 }
 
 // Compacted fills session id (of ctx's tenant) past its compaction trigger
