@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -223,17 +224,19 @@ func histogramSVG(d memory.DropStats) template.HTML {
 	return s.html()
 }
 
-// stackOrder is the known reasons in their order, then any others grey.
+// stackOrder is the known reasons in their order, then any others grey,
+// by name (a map's order would reshuffle the bars on every load).
 func stackOrder(bin map[string]int) []struct{ reason, color string } {
 	out := append([]struct{ reason, color string }{}, reasonColors...)
+	var other []string
 	for reason := range bin {
-		known := false
-		for _, rc := range reasonColors {
-			known = known || rc.reason == reason
+		if !slices.ContainsFunc(reasonColors, func(rc struct{ reason, color string }) bool { return rc.reason == reason }) {
+			other = append(other, reason)
 		}
-		if !known {
-			out = append(out, struct{ reason, color string }{reason, "#a0aec0"})
-		}
+	}
+	slices.Sort(other)
+	for _, reason := range other {
+		out = append(out, struct{ reason, color string }{reason, "#a0aec0"})
 	}
 	return out
 }
