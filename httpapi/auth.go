@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/ui"
 	"github.com/labstack/echo/v4"
 )
 
@@ -134,36 +135,54 @@ func (s *Server) admitBy(key func(*http.Request) (string, bool), how string) ech
 
 func (s *Server) admitRequest(c echo.Context, next echo.HandlerFunc, key func(*http.Request) (string, bool), how string) error {
 	r := c.Request()
-	tenant := memory.DefaultTenant
-	ip := "ip:" + c.RealIP()
-	if len(s.opts.Keys) > 0 {
-		token, ok := key(r)
-		if !ok {
-			return s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "missing API key: %s", how))
-		}
-		k, ok := lookup(s.opts.Keys, token)
-		if !ok {
-			return s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "unknown API key"))
-		}
-		tenant = k.Tenant
-		c.Set(adminKey, k.Admin)
-		if err := s.charge("key:"+hex.EncodeToString(k.Hash[:8]), nil); err != nil {
-			return err
-		}
-		if asked := r.Header.Get(TenantHeader); asked != "" && asked != tenant {
-			if !k.Admin {
-				return memory.Errorf(memory.EFORBIDDEN, "this key belongs to another tenant; only an admin key may act as %q", asked)
-			}
-			if !tenantName.MatchString(asked) {
-				return memory.Errorf(memory.EINVALID, "%s: not a valid tenant name", TenantHeader)
-			}
-			tenant = asked
-		}
-	} else if err := s.charge(ip, nil); err != nil {
+	token, _ := key(r)
+	caller, err := s.authenticate("ip:"+c.RealIP(), token, r.Header.Get(TenantHeader), how)
+	if err != nil {
 		return err
 	}
-	c.SetRequest(r.WithContext(memory.NewContextWithTenant(r.Context(), tenant)))
+	if len(s.opts.Keys) > 0 {
+		c.Set(adminKey, caller.Admin)
+	}
+	c.SetRequest(r.WithContext(memory.NewContextWithTenant(r.Context(), caller.Tenant)))
 	return next(c)
+}
+
+// authenticate checks a presented key ("" for none) and charges the rate
+// limit: per key, or per client (ip) without keys and for failed attempts,
+// so guessing keys is rate limited too. asked is the tenant an admin key
+// asks to act as ("": its own); how says how to send a key. The API and
+// the dashboard both admit through it.
+func (s *Server) authenticate(ip, token, asked, how string) (ui.Caller, error) {
+	caller := ui.Caller{Tenant: memory.DefaultTenant}
+	if len(s.opts.Keys) == 0 {
+		return caller, s.charge(ip, nil)
+	}
+	if token == "" {
+		return caller, s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "missing API key: %s", how))
+	}
+	k, ok := lookup(s.opts.Keys, token)
+	if !ok {
+		return caller, s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "unknown API key"))
+	}
+	caller = ui.Caller{Tenant: k.Tenant, Admin: k.Admin}
+	if err := s.charge("key:"+hex.EncodeToString(k.Hash[:8]), nil); err != nil {
+		return caller, err
+	}
+	if asked != "" && asked != caller.Tenant {
+		if !k.Admin {
+			return caller, memory.Errorf(memory.EFORBIDDEN, "this key belongs to another tenant; only an admin key may act as %q", asked)
+		}
+		if !tenantName.MatchString(asked) {
+			return caller, memory.Errorf(memory.EINVALID, "%s: not a valid tenant name", TenantHeader)
+		}
+		caller.Tenant = asked
+	}
+	return caller, nil
+}
+
+// uiAdmit admits the dashboard's requests with the API's keys.
+func (s *Server) uiAdmit(r *http.Request, key, asTenant string) (ui.Caller, error) {
+	return s.authenticate("ip:"+s.e.IPExtractor(r), key, asTenant, "log in at /ui/login with an API key")
 }
 
 // charge takes one request from identity's allowance: a 429 when it is

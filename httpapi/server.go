@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/ui"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"golang.org/x/time/rate"
@@ -163,6 +164,15 @@ func New(svc *memory.Service, opts Options) *Server {
 	gw := []echo.MiddlewareFunc{s.admitGateway, s.limitBody}
 	v1.POST("/chat/completions", s.chatCompletions, gw...)
 	v1.POST("/messages", s.anthropicMessages, gw...)
+
+	// The dashboard checks keys itself (a browser sends its key in a
+	// cookie, and is sent to a login page rather than answered 401), with
+	// the API's keys and rate limit; its forms are small, but their
+	// bodies are limited like any.
+	dash := echo.WrapHandler(ui.New(svc, ui.Options{Admit: s.uiAdmit, KeysRequired: len(opts.Keys) > 0,
+		SearchNeighbors: opts.SearchNeighbors, Logger: opts.Logger}))
+	e.Any("/ui", dash)
+	e.Any("/ui/*", dash, s.limitBody)
 	return s
 }
 

@@ -52,6 +52,11 @@ type CompactionReport struct {
 	// before this compaction dropped or summarized anything; set for
 	// compactions the server started.
 	FlushOffered *bool `json:"flush_offered,omitempty"`
+
+	// summarizedTokens is what the originals summarized cost in the window,
+	// sectionTokens what their section of the summary costs: the event log
+	// keeps both, for the compression ratio.
+	summarizedTokens, sectionTokens int
 }
 
 // ScoredMessage explains one message's fate in a compaction.
@@ -390,7 +395,8 @@ func (s *Service) afterCompaction(ctx context.Context, tenant, sessionID string,
 	s.event("compaction", map[string]any{"tenant": tenant, "session": sessionID, "trigger": rep.Trigger,
 		"tokens_before": rep.TokensBefore, "tokens_after": rep.TokensAfter, "target": rep.Target,
 		"dropped": len(rep.Dropped), "summarized": len(rep.Summarized), "summaries": rep.Summaries,
-		"protected_only": rep.ProtectedOnly, "summary_method": rep.SummaryMethod, "notes": rep.Notes, "flush_offered": rep.FlushOffered,
+		"protected_only": rep.ProtectedOnly, "summary_method": rep.SummaryMethod, "pruned": len(rep.Pruned),
+		"summarized_tokens": rep.summarizedTokens, "summary_tokens": rep.sectionTokens, "notes": rep.Notes, "flush_offered": rep.FlushOffered,
 		"started_at": rep.StartedAt.Format(time.RFC3339Nano), "took_ms": rep.TookMS, "config": pol})
 	for _, m := range moved {
 		s.event("drops", map[string]any{"tenant": tenant, "session": sessionID, "chunk": m.ID,

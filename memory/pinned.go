@@ -1,5 +1,7 @@
 package memory
 
+import "context"
+
 // Pinned and system messages are always in the window the builder hands
 // out, so they have a budget of their own (Policy.PinnedMaxPct): an agent
 // that writes a pinned note on every flush prompt would otherwise grow
@@ -66,4 +68,30 @@ func (s *Service) checkPinned(tx SessionTx, adds int) error {
 		`(PATCH /v1/messages/{id} with {"pinned": false}), delete those no longer true (DELETE /v1/messages/{id}), or merge them into one shorter note; `+
 		"or raise pinned_max_pct with PUT /v1/sessions/%s",
 		sess.ID, total, adds, limit, pol.PinnedMaxPct, sess.ContextWindow, sess.ID)
+}
+
+// PinnedMessages lists a session's pinned and system messages (not
+// summaries), in order: the notes that stay in every window. It reads the
+// working window only, which the context budget bounds, however long the
+// session is. EINVALID for a bad id, ENOTFOUND for a session the caller
+// does not have.
+func (s *Service) PinnedMessages(ctx context.Context, sessionID string) ([]*Message, error) {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return nil, err
+	}
+	tenant := TenantFromContext(ctx)
+	if _, err := s.Store.Session(ctx, tenant, sessionID); err != nil {
+		return nil, err
+	}
+	window, err := s.Store.Messages(ctx, tenant, sessionID, MessageQuery{States: []State{StateActive, StateRecovered}})
+	if err != nil {
+		return nil, err
+	}
+	var out []*Message
+	for _, m := range window {
+		if m.Pinned || (m.Role == RoleSystem && !m.IsSummary()) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }

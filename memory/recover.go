@@ -271,6 +271,10 @@ func (b *windowBuilder) commitRecoveries(ctx context.Context) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	if b.req.Preview {
+		b.res.Recovered = ids
+		return nil
+	}
 	recovered, changed, err := b.s.recoverLocked(ctx, b.sess.Tenant, b.sess.ID, ids, b.req.Prompt, scores)
 	if err != nil {
 		return fmt.Errorf("recover cold messages: %w", err)
@@ -300,6 +304,9 @@ func belowTrigger(state string) bool { return state == WindowOK || state == Wind
 // logAnswerOnly logs the cold messages this window sends without moving them
 // back, so recoveries.jsonl still says what came back for which prompt.
 func (b *windowBuilder) logAnswerOnly(msgs []*Message) {
+	if b.req.Preview {
+		return // a preview is not a call: it brought nothing back
+	}
 	now := b.s.Now().UTC()
 	for _, m := range msgs {
 		b.s.event("recoveries", map[string]any{"tenant": b.sess.Tenant, "session": b.sess.ID, "chunk": m.ID,

@@ -137,6 +137,13 @@ func (s *Service) rollSummary(ctx context.Context, sess *Session, pol Policy, wi
 		return nil, 0, fmt.Errorf("embed summary: %w", err)
 	}
 	m.Vector = vecs[0]
+	// The compression ratio is the run against its own section: the
+	// summary's growth also nets out the sections that fell off.
+	section, err := s.Tokenizer.Count(sess.Encoding, sum.Text)
+	if err != nil {
+		return nil, 0, fmt.Errorf("count summary section: %w", err)
+	}
+	rep.summarizedTokens, rep.sectionTokens = runTokens, section
 	rep.Summaries = append(rep.Summaries, m.ID)
 	return &rolled{summary: m, released: released}, tokens - liveTokens + m.Tokens, nil
 }

@@ -38,6 +38,11 @@ type ContextRequest struct {
 	Prompt    string
 	MaxTokens int // 0: the session's context window minus its reserve
 	Explain   bool
+	// Preview builds the window a call would build and changes nothing:
+	// no cold message moves back (Recovered lists those that would), no
+	// compaction runs, no event is logged. A dashboard shows it for a
+	// prompt a person types, which must not steer the session.
+	Preview bool
 }
 
 // WindowMessage is a message as the window hands it out: content may be a
@@ -59,6 +64,10 @@ type ContextResult struct {
 	// but left cold: moving them in would have passed the compaction trigger.
 	AnswerOnly []string
 	Budget     ContextBudget
+	// WouldCompact (previews only): the session is past its hard limit, so
+	// a real call would compact it first; the preview shows the window as
+	// it stands.
+	WouldCompact bool
 }
 
 // ContextBudget reports the budget and how the levels used it.
@@ -99,7 +108,12 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if err != nil {
 		return nil, err
 	}
-	if s.status(sess).State == WindowOverLimit {
+	wouldCompact := false
+	switch {
+	case s.status(sess).State != WindowOverLimit:
+	case req.Preview:
+		wouldCompact = true
+	default:
 		if _, err := s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: req.Prompt, Trigger: TriggerHardLimit}); err != nil {
 			return nil, fmt.Errorf("compact before building the window: %w", err)
 		}
@@ -112,7 +126,10 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 		return nil, err
 	}
 	res, err := b.build(ctx)
-	if err != nil || len(res.Recovered) == 0 {
+	if err == nil {
+		res.WouldCompact = wouldCompact
+	}
+	if err != nil || len(res.Recovered) == 0 || req.Preview {
 		return res, err
 	}
 	// Recoveries move in only while the window stays under the trigger

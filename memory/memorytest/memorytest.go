@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/coldstore"
+	"github.com/ctxd/ctxd/eventlog"
 	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/index/glove"
 	"github.com/ctxd/ctxd/memory"
@@ -61,7 +62,8 @@ func Open(tb testing.TB, configure ...func(*memory.Service)) *Harness {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	idx, err := index.Open(filepath.Join(dir, "index"), index.Options{})
+	// Texts as the server sets it, so searches come with highlights.
+	idx, err := index.Open(filepath.Join(dir, "index"), index.Options{Texts: st})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -161,4 +163,49 @@ func checkSession(ctx context.Context, st memory.Store, sess *memory.Session) er
 		}
 	}
 	return nil
+}
+
+// WithEvents gives the service a real event log in a temp dir, which it
+// also reads back (history, tuning, TailEvents).
+func WithEvents(tb testing.TB) func(*memory.Service) {
+	dir := tb.TempDir()
+	return func(s *memory.Service) {
+		// On the harness's clock (set before configure runs), as the
+		// service's own times are.
+		log, err := eventlog.Open(dir, eventlog.Options{Now: s.Now})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { log.Close() })
+		s.Events, s.EventReader = log, log
+	}
+}
+
+// Compacted fills session id (of ctx's tenant) past its compaction trigger
+// (a 2,000-token window), one write a turn a minute apart, so it holds
+// cold messages; the third turn, alone, names a zebrafish password
+// manager, for prompts that should bring it back.
+func (h *Harness) Compacted(tb testing.TB, ctx context.Context, id string) {
+	tb.Helper()
+	window := 2000
+	if _, err := h.PutSession(ctx, id, memory.SessionUpdate{ContextWindow: &window}); err != nil {
+		tb.Fatal(err)
+	}
+	for i := range 60 {
+		text := fmt.Sprintf("turn %d: the train ran late, so we walked along the river and talked about film %d", i, i*7)
+		if i == 2 {
+			text = "turn 2: the password manager we chose is called zebrafish, keep its vault on the blue drive"
+		}
+		role := memory.RoleUser
+		if i%2 == 1 {
+			role = memory.RoleAssistant
+		}
+		h.Clock.Add(time.Minute)
+		if _, err := h.Append(ctx, id, []*memory.Message{{Role: role, Content: text}}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := h.Wait(ctx); err != nil {
+		tb.Fatal(err)
+	}
 }
