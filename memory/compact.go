@@ -343,19 +343,9 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 				}
 			}
 		}
-		for _, id := range roll.released {
-			m, err := tx.Message(id)
-			if ErrorCode(err) == ENOTFOUND {
-				continue // purged or deleted meanwhile
-			}
-			if err != nil {
+		if len(roll.released) > 0 { // only a rolling summary releases
+			if err := releaseSources(tx, roll.summary.ID, roll.released, ReasonSummaryRolled); err != nil {
 				return err
-			}
-			if m.State == StateSummarized {
-				m.State, m.Cold.DropReason, m.Cold.SummaryID = StateDropped, ReasonSummaryRolled, ""
-				if err := tx.Put(m); err != nil {
-					return err
-				}
 			}
 		}
 		for _, sm := range summaries {

@@ -411,27 +411,9 @@ func unlinkDeleted(tx SessionTx, gone []*Message, sources bool) error {
 		if !g.IsSummary() {
 			continue
 		}
-		for _, id := range g.Sources {
-			if deleted[id] {
-				continue
-			}
-			m, err := tx.Message(id)
-			if ErrorCode(err) == ENOTFOUND {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if m.Cold == nil || m.Cold.SummaryID != g.ID {
-				continue
-			}
-			m.Cold.SummaryID, m.Cold.DropReason = "", ReasonSummaryDeleted
-			if m.State == StateSummarized {
-				m.State = StateDropped
-			}
-			if err := tx.Put(m); err != nil {
-				return err
-			}
+		kept := slices.DeleteFunc(slices.Clone(g.Sources), func(id string) bool { return deleted[id] })
+		if err := releaseSources(tx, g.ID, kept, ReasonSummaryDeleted); err != nil {
+			return err
 		}
 	}
 	fix := map[string]bool{}

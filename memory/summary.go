@@ -175,3 +175,31 @@ func splitSections(m *Message) ([]string, []int) {
 	}
 	return sections, sizes
 }
+
+// releaseSources unlinks the messages ids from the summary that held them
+// (a rolled summary let go of its oldest sources, or the summary was
+// deleted): each still pointing at it is cold storage's for reason, and
+// one summarized is dropped. Messages gone meanwhile, or summarized by
+// another summary since, are left as they are.
+func releaseSources(tx SessionTx, summaryID string, ids []string, reason string) error {
+	for _, id := range ids {
+		m, err := tx.Message(id)
+		if ErrorCode(err) == ENOTFOUND {
+			continue // purged or deleted meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("release source %s of summary %s: %w", id, summaryID, err)
+		}
+		if m.Cold == nil || m.Cold.SummaryID != summaryID {
+			continue
+		}
+		m.Cold.SummaryID, m.Cold.DropReason = "", reason
+		if m.State == StateSummarized {
+			m.State = StateDropped
+		}
+		if err := tx.Put(m); err != nil {
+			return fmt.Errorf("release source %s of summary %s: %w", id, summaryID, err)
+		}
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -184,6 +185,25 @@ func TestColdMirrorConsistentAfterRollingSummaries(t *testing.T) {
 	}
 	if st := ts.mustDo(200, "GET", "/v1/sessions/roll", nil); st["compactions"].(float64) < 10 {
 		t.Fatalf("only %v compactions: the summary hardly rolled", st["compactions"])
+	}
+	// A cold message names a summary only while that summary holds it; the
+	// sections that rolled off are dropped as summary_rolled.
+	rolled := 0
+	for _, c := range coldChunks(ts, "roll") {
+		if c["drop_reason"] == memory.ReasonSummaryRolled {
+			rolled++
+		}
+		sid, _ := c["summary_id"].(string)
+		if sid == "" {
+			continue
+		}
+		sources, _ := ts.mustDo(200, "GET", "/v1/messages/"+sid, nil)["sources"].([]any)
+		if !slices.Contains(sources, c["id"]) {
+			t.Errorf("cold %v (%v) names summary %s, which does not hold it", c["id"], c["drop_reason"], sid)
+		}
+	}
+	if rolled == 0 {
+		t.Error("no cold message was released by a rolling summary")
 	}
 	ts.Stop()
 	mustConsistent(t, dir, "after rolling summaries, with no restart")
