@@ -105,7 +105,7 @@ func (d *dataDir) openIndex(cfg Config, use indexUse) error {
 		opts.Texts = d.store
 		d.index, err = index.Open(dir, opts)
 	default:
-		d.index, err = openIndex(d.log, dir, opts, d.store)
+		d.index, err = index.OpenOrRebuild(d.log, dir, opts, d.store)
 	}
 	if errors.Is(err, index.ErrInUse) {
 		return inUse(cfg.DataDir)

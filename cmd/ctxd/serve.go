@@ -154,7 +154,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if err != nil {
 		return err
 	}
-	if m.Index, err = openIndex(m.Logger, indexPath(cfg.DataDir), iopts, m.Store); err != nil {
+	if m.Index, err = index.OpenOrRebuild(m.Logger, indexPath(cfg.DataDir), iopts, m.Store); err != nil {
 		return err
 	}
 	tok := tokenizer.New()
@@ -251,69 +251,9 @@ func indexOptions(cfg Config) (index.Options, error) {
 	if cfg.ExpansionWeight <= 0 {
 		return o, nil
 	}
-	model, err := glove.Default()
-	if err != nil {
-		return o, fmt.Errorf("query expansion: %w", err)
-	}
-	o.Expander = func(word string) []string {
-		var out []string
-		for _, nb := range model.Neighbours(word, expansionNeighbours, expansionMinCos) {
-			out = append(out, nb.Word)
-		}
-		return out
-	}
-	return o, nil
-}
-
-// Query expansion: a query word's nearest GloVe words, at cosine 0.6 or
-// more (0.5 measured the same on LoCoMo, 0.7 below), in hybrid searches
-// within a few sessions (memory asks for it there).
-// defaultExpansionWeight, measured on LoCoMo dev through the API (ctxd eval,
-// recall R@5/10/20 overall): off 55.7/63.9/70.7, 0.3 55.2/63.9/72.0, 0.5
-// 55.4/64.4/72.0 (open-domain R@20 36.4 -> 45.5; temporal R@5 85.7 -> 82.5,
-// above its floor of 81.0). Evidence in the context window: off 86.4-86.7,
-// 0.5 86.7-86.8. A word's first lookup scans the model (~1.3 ms with AVX2),
-// later ones hit a cache.
-const (
-	expansionNeighbours    = 5
-	expansionMinCos        = 0.6
-	defaultExpansionWeight = 0.5
-)
-
-// openIndex opens the full-text index; one that cannot be opened, or that is
-// ahead of the store (it belongs to another store), is moved aside and
-// rebuilt from the store, the truth. One written with another schema (an
-// upgrade) is removed and rebuilt. Search snippets are cut from the store's
-// text (the index does not keep it).
-func openIndex(log *slog.Logger, dir string, opts index.Options, store memory.Store) (*index.Index, error) {
-	opts.Texts = store
-	idx, err := index.Open(dir, opts)
-	if err != nil && !errors.Is(err, index.ErrCorrupt) {
-		return nil, err // held by another process, unreadable dir: not ours to move aside
-	}
-	if err == nil {
-		wm, werr := idx.Watermark()
-		last, lerr := store.LastSeq(context.Background())
-		if werr == nil && lerr == nil && wm <= last {
-			return idx, nil
-		}
-		idx.Close()
-		err = fmt.Errorf("index watermark %d is ahead of the store (%d) or unreadable (%v)", wm, last, errors.Join(werr, lerr))
-	}
-	if errors.Is(err, index.ErrSchema) {
-		// An upgrade, not damage: nothing to keep for a post-mortem.
-		log.Warn("index written by another version of ctxd; rebuilding it from the store", "err", err)
-		if rerr := index.Remove(dir); rerr != nil {
-			return nil, rerr
-		}
-		return index.Open(dir, opts)
-	}
-	aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().Unix())
-	log.Error("index unusable; moving it aside and rebuilding from the store", "err", err, "moved_to", aside)
-	if rerr := os.Rename(dir, aside); rerr != nil && !os.IsNotExist(rerr) {
-		return nil, fmt.Errorf("move aside broken index %s: %w", dir, rerr)
-	}
-	return index.Open(dir, opts)
+	var err error
+	o.Expander, err = index.GloveExpander()
+	return o, err
 }
 
 // Close shuts HTTP down (finishing requests in flight), then the service,
