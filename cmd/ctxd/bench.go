@@ -25,6 +25,7 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/client"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -576,7 +577,7 @@ func (r *benchRun) measureMemory(afterIngest benchProcMem) error {
 // benchStartServer runs a ctxd with the default settings on dir, on loopback.
 func benchStartServer(ctx context.Context, dir string) (*Main, error) {
 	var cfg Config
-	bindServeFlags(pflag.NewFlagSet("bench", pflag.ContinueOnError), &cfg)
+	server.BindFlags(pflag.NewFlagSet("bench", pflag.ContinueOnError), &cfg)
 	cfg.DataDir = dir
 	cfg.LogLevel = "warn"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/client"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -690,7 +691,7 @@ func startEvalServer(ctx context.Context) (*evalServer, error) {
 		return nil, fmt.Errorf("eval server: temporary data dir: %w", err)
 	}
 	var cfg Config
-	bindServeFlags(pflag.NewFlagSet("eval", pflag.ContinueOnError), &cfg)
+	server.BindFlags(pflag.NewFlagSet("eval", pflag.ContinueOnError), &cfg)
 	cfg.DataDir = dir
 	cfg.LogLevel = "warn"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/spf13/pflag"
 )
 
@@ -26,7 +27,7 @@ type testServer struct {
 
 func testConfig(dir string) Config {
 	var cfg Config
-	bindServeFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), &cfg)
+	server.BindFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), &cfg)
 	cfg.DataDir = dir
 	cfg.LogLevel = "warn"
 	// The limiter is per client IP, and every test client is 127.0.0.1: a

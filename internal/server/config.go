@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -79,8 +79,8 @@ type Config struct {
 	Keys []httpapi.Key
 }
 
-// bindServeFlags declares the flags with their defaults.
-func bindServeFlags(fs *pflag.FlagSet, c *Config) {
+// BindFlags declares the flags with their defaults.
+func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.DataDir, "data-dir", "./ctxd-data", "directory for the store, indexes and logs")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
@@ -144,9 +144,9 @@ func envName(flag string) string {
 // fileKey is the YAML key of a flag: data-dir -> data_dir.
 func fileKey(flag string) string { return strings.ReplaceAll(flag, "-", "_") }
 
-// applyLayers fills every flag not given on the command line from the
+// ApplyLayers fills every flag not given on the command line from the
 // environment, else from the config file.
-func applyLayers(fs *pflag.FlagSet, configPath string, getenv func(string) string) error {
+func ApplyLayers(fs *pflag.FlagSet, configPath string, getenv func(string) string) error {
 	file := map[string]any{}
 	if configPath != "" {
 		b, err := os.ReadFile(configPath)
@@ -199,8 +199,8 @@ type keyEntry struct {
 	Admin  bool   `yaml:"admin"`
 }
 
-// loadKeys fills c.Keys from --api-keys and the config file's keys section.
-func (c *Config) loadKeys(configPath string) error {
+// LoadKeys fills c.Keys from --api-keys and the config file's keys section.
+func (c *Config) LoadKeys(configPath string) error {
 	keys, err := httpapi.ParseKeys(c.APIKeys)
 	if err != nil {
 		return fmt.Errorf("api-keys: %w", err)
