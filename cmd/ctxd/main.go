@@ -21,9 +21,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCmd())
-	root.AddCommand(newEvalCmd())
-	root.AddCommand(newBenchCmd())
-	root.AddCommand(newFiguresCmd())
 	addClientCommands(root)
 	addAdminCommands(root)
 	return root

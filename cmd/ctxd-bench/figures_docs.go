@@ -15,13 +15,13 @@ import (
 const (
 	figDocMeta    = "meta.json"    // the header: date, commit, machine, command
 	figDocFloor   = "floor.json"   // the BM25 floor per category
-	figDocEval    = "eval.json"    // `ctxd eval --json`
-	figDocIngest  = "ingest.json"  // `ctxd bench --json`: the ingest goal's run
+	figDocEval    = "eval.json"    // `ctxd-bench eval --json`
+	figDocIngest  = "ingest.json"  // `ctxd-bench bench --json`: the ingest goal's run
 	figDocBench   = "bench.json"   // the bench-size ingest and start-up
 	figDocLatency = "latency.json" // one client on the bench data set
 	figDocLoad    = "load.json"    // --clients for --duration on it
-	figDocAgent   = "agent.json"   // `ctxd eval --agent --json`: the agent replay
-	figDocGateway = "gateway.json" // `ctxd eval --agent --gateway --json`: the same through the gateway
+	figDocAgent   = "agent.json"   // `ctxd-bench eval --agent --json`: the agent replay
+	figDocGateway = "gateway.json" // `ctxd-bench eval --agent --gateway --json`: the same through the gateway
 )
 
 var figDocNames = []string{figDocMeta, figDocFloor, figDocEval, figDocIngest, figDocBench, figDocLatency, figDocLoad, figDocAgent,
@@ -68,7 +68,7 @@ type figuresMeta struct {
 	Command   string `json:"command"`
 }
 
-// figEval is the part of `ctxd eval --json` the table reads.
+// figEval is the part of `ctxd-bench eval --json` the table reads.
 type figEval struct {
 	K      []int                         `json:"k"`
 	Mode   string                        `json:"mode"`
@@ -87,7 +87,7 @@ type figEval struct {
 	} `json:"context"`
 }
 
-// figAgent is `ctxd eval --agent --json`: the agent replay's figures under
+// figAgent is `ctxd-bench eval --agent --json`: the agent replay's figures under
 // agent_replay.py's names. Those the script may leave out are pointers.
 type figAgent struct {
 	Runs          int      `json:"runs"`
@@ -111,8 +111,8 @@ type figAgent struct {
 	Budget        int      `json:"budget"`
 }
 
-// figGateway is `ctxd eval --agent --gateway --json`: the agent replay
-// through the drop-in gateway, measured on what the model was sent.
+// figGateway is `ctxd-bench eval --agent --gateway --json`: the agent
+// replay through the drop-in gateway, measured on what the model was sent.
 type figGateway struct {
 	Runs          int     `json:"runs"`
 	Calls         int     `json:"model_calls"`

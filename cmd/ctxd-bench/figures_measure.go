@@ -68,7 +68,7 @@ func measureFigures(ctx context.Context, o figuresOptions, logw io.Writer) (figu
 // then measures one client's latency and the mixed load on it.
 func figuresBench(ctx context.Context, o figuresOptions, dir string, docs figuresDocs, logw io.Writer) error {
 	base := benchDefaults()
-	base.Messages, base.Sessions, base.DataDir = o.Messages, o.Sessions, dir
+	base.Messages, base.Sessions, base.DataDir, base.Ctxd = o.Messages, o.Sessions, dir, o.Ctxd
 
 	build := base
 	build.Clients, build.Duration, build.Startup = figIngestClients, 0, true
@@ -223,6 +223,6 @@ func evalSubset(turnsPath, questionsPath, dir string, n int) (string, string, er
 func figuresAgent(ctx context.Context, o figuresOptions, gateway bool, logw io.Writer) ([]byte, error) {
 	fmt.Fprintf(logw, "figures: agent replay of %s (through the gateway: %v)\n", o.AgentRuns, gateway)
 	rep, err := runAgentEval(ctx, agentOptions{Runs: o.AgentRuns, Window: agentDefaultWindow, Budget: agentDefaultBudget,
-		Limit: o.AgentLimit, Progress: logw, Process: true, Gateway: gateway})
+		Limit: o.AgentLimit, Progress: logw, Ctxd: o.Ctxd, Gateway: gateway})
 	return figuresJSON(rep, err)
 }

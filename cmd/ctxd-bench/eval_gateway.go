@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/metrics"
 	"github.com/ctxd/ctxd/tokenizer"
@@ -155,11 +157,13 @@ func runGatewayEval(ctx context.Context, o agentOptions, runs []agentRun) (_ *ag
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, model.close()) }()
+	// The replay's own calls (session status) keep their connections:
+	// the figures time the model calls, on their own client.
 	var cl *evalClient
-	if o.Process && !runningAsTest() {
-		cl, err = connectEvalProcess(ctx, "--upstream-openai-url", model.url)
+	if o.Ctxd != "" {
+		cl, err = connectEvalProcess(ctx, o.Ctxd, nil, "--upstream-openai-url", model.url)
 	} else {
-		cl, err = connectEval(ctx, "", func(c *Config) { c.UpstreamOpenAIURL = model.url })
+		cl, err = connectEval(ctx, "", nil, func(c *server.Config) { c.UpstreamOpenAIURL = model.url })
 	}
 	if err != nil {
 		return nil, err
@@ -190,15 +194,14 @@ func runGatewayEval(ctx context.Context, o agentOptions, runs []agentRun) (_ *ag
 func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok memory.Tokenizer, run *agentRun,
 	o agentOptions, acc *agentAcc) error {
 	sid := agentSessionID(run.ID)
-	path := "/v1/sessions/" + sid
-	if err := cl.do(ctx, "DELETE", path, nil, nil, http.StatusNotFound); err != nil {
+	if err := errNotFoundOK(cl.DeleteSession(ctx, sid)); err != nil {
 		return fmt.Errorf("run %s: clear session: %w", run.ID, err)
 	}
 	// The model's window is the replay's window; what the agent asks to
 	// keep for the answer leaves the replay's budget for the history.
 	answer := o.Window - o.Budget
 	cfg := openai.DefaultConfig("sk-eval")
-	cfg.BaseURL = cl.base + "/v1"
+	cfg.BaseURL = strings.TrimRight(cl.BaseURL(), "/") + "/v1"
 	cfg.HTTPClient = &http.Client{Timeout: 5 * time.Minute, Transport: &headerTransport{
 		// A new connection per call, as in the replay of the context endpoint.
 		base: &http.Transport{DisableKeepAlives: true},
@@ -290,10 +293,8 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 		acc.Invalid += agentInvalidPairs(win)
 		needs.count(i, needs.at(i), texts, agentBaseline(msgs, toks, firstAsst, i, o.Budget), acc)
 
-		var st struct {
-			Tokens int `json:"tokens"`
-		}
-		if err := cl.do(ctx, "GET", path, nil, &st); err != nil {
+		st, err := cl.Session(ctx, sid)
+		if err != nil {
 			return fmt.Errorf("run %s: session status: %w", run.ID, err)
 		}
 		if float64(st.Tokens) > agentHardLimit*float64(o.Window) {
