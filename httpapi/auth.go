@@ -9,12 +9,13 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
 )
 
 // TenantHeader lets an admin key act as another tenant.
-const TenantHeader = "X-Ctxd-Tenant"
+const TenantHeader = api.TenantHeader
 
 // Key is one API key. Only its sha256 is kept, so a config file may hold the
 // hash instead of the key.

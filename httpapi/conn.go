@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -100,8 +101,7 @@ func refuseConn(c net.Conn, why string) {
 // rawErrorResponse is a complete HTTP/1.1 answer carrying API.md's error
 // body, for the places that answer below net/http's handlers.
 func rawErrorResponse(status int, code, message, extraHeaders string) []byte {
-	var body errorBody
-	body.Error.Code, body.Error.Message = code, message
+	body := api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: message}}
 	js, _ := json.Marshal(body) // a struct of two strings always marshals
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%sConnection: close\r\n\r\n%s",
 		status, http.StatusText(status), len(js), extraHeaders, js)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/labstack/echo/v4"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkDecodeLargeAppend(b *testing.B) {
 	for b.Loop() {
 		req := httptest.NewRequest("POST", "/v1/sessions/s/messages", bytes.NewReader(body))
 		c := e.NewContext(req, httptest.NewRecorder())
-		var in appendIn
+		var in api.AppendIn
 		if err := s.decode(c, &in); err != nil {
 			b.Fatal(err)
 		}

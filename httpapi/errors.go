@@ -7,51 +7,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
 )
 
-// codeRequestTimeout is the client not sending its request in time: a code
-// of the HTTP layer only, as the domain never waits on a client.
-const codeRequestTimeout = "request_timeout"
-
 func errReadTimeout(limit time.Duration) error {
-	return memory.Errorf(codeRequestTimeout, "the request body did not arrive within the server's read timeout (--read-timeout %v): send the whole body at once, as declared by Content-Length", limit)
-}
-
-// statusOf maps domain error codes to HTTP statuses: the one table.
-var statusOf = map[string]int{
-	memory.EINVALID:      http.StatusBadRequest,
-	memory.EUNAUTHORIZED: http.StatusUnauthorized,
-	memory.EFORBIDDEN:    http.StatusForbidden,
-	memory.ENOTFOUND:     http.StatusNotFound,
-	memory.ECONFLICT:     http.StatusConflict,
-	memory.ETOOLARGE:     http.StatusRequestEntityTooLarge,
-	memory.ERATELIMITED:  http.StatusTooManyRequests,
-	memory.EUNAVAILABLE:  http.StatusServiceUnavailable,
-	memory.EINTERNAL:     http.StatusInternalServerError,
-	codeRequestTimeout:   http.StatusRequestTimeout,
-	memory.EDAMAGED:      http.StatusInternalServerError,
-}
-
-// codeOf maps statuses echo produces itself (routing, body limit) back to codes.
-var codeOf = map[int]string{
-	http.StatusBadRequest:            memory.EINVALID,
-	http.StatusUnauthorized:          memory.EUNAUTHORIZED,
-	http.StatusForbidden:             memory.EFORBIDDEN,
-	http.StatusNotFound:              memory.ENOTFOUND,
-	http.StatusMethodNotAllowed:      "method_not_allowed",
-	http.StatusConflict:              memory.ECONFLICT,
-	http.StatusRequestEntityTooLarge: memory.ETOOLARGE,
-	http.StatusTooManyRequests:       memory.ERATELIMITED,
-	http.StatusServiceUnavailable:    memory.EUNAVAILABLE,
-}
-
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	return memory.Errorf(api.CodeRequestTimeout, "the request body did not arrive within the server's read timeout (--read-timeout %v): send the whole body at once, as declared by Content-Length", limit)
 }
 
 // handleError writes every error in API.md's shape, and logs internal ones
@@ -65,7 +27,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	switch {
 	case errors.As(err, &he):
 		status = he.Code
-		code = codeOf[status]
+		code = api.CodeOf(status)
 		if code == "" {
 			code = memory.EINTERNAL
 		}
@@ -81,7 +43,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		status, code, msg = http.StatusServiceUnavailable, memory.EUNAVAILABLE, "request cancelled or timed out before it finished"
 	default:
 		code = memory.ErrorCode(err)
-		status = statusOf[code]
+		status = api.StatusOf(code)
 		if status == 0 {
 			status = http.StatusInternalServerError
 		}
@@ -95,8 +57,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.opts.Logger.ErrorContext(c.Request().Context(), "request failed", "err", err, "code", code,
 			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
 	}
-	var body errorBody
-	body.Error.Code, body.Error.Message = code, msg
+	body := api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg}}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return

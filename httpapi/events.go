@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
 )
@@ -36,5 +37,5 @@ func (s *Server) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"events": events})
+	return c.JSON(http.StatusOK, api.EventList{Events: events})
 }

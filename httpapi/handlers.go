@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
 )
@@ -12,7 +13,7 @@ func (s *Server) putSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in sessionIn
+	var in api.SessionIn
 	if c.Request().ContentLength != 0 {
 		if err := s.decode(c, &in); err != nil {
 			return err
@@ -22,7 +23,7 @@ func (s *Server) putSession(c echo.Context) error {
 	if err != nil {
 		return memory.Errorf(memory.EINVALID, "metadata: %v", err)
 	}
-	pol, err := in.policy()
+	pol, err := sessionPolicy(&in)
 	if err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func (s *Server) listSessions(c echo.Context) error {
 	if list == nil {
 		list = []*memory.Status{}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"sessions": list, "next_cursor": next})
+	return c.JSON(http.StatusOK, api.SessionList{Sessions: list, NextCursor: next})
 }
 
 func (s *Server) deleteSession(c echo.Context) error {
@@ -81,13 +82,13 @@ func (s *Server) appendMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in appendIn
+	var in api.AppendIn
 	if err := s.decode(c, &in); err != nil {
 		return err
 	}
 	msgs := make([]*memory.Message, len(in.Messages))
 	for i := range in.Messages {
-		if msgs[i], err = in.Messages[i].toMessage(i); err != nil {
+		if msgs[i], err = toMessage(&in.Messages[i], i); err != nil {
 			return err
 		}
 	}
@@ -98,7 +99,7 @@ func (s *Server) appendMessages(c echo.Context) error {
 	if res.Replayed {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
-	return c.JSON(http.StatusCreated, appendOut{IDs: res.IDs, Tokens: res.Tokens, Session: res.Session, Compaction: res.Compaction})
+	return c.JSON(http.StatusCreated, api.AppendOut{IDs: res.IDs, Tokens: res.Tokens, Session: res.Session, Compaction: res.Compaction})
 }
 
 func (s *Server) listMessages(c echo.Context) error {
@@ -114,11 +115,11 @@ func (s *Server) listMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"messages": toMessagesOut(msgs), "next_cursor": next})
+	return c.JSON(http.StatusOK, api.MessageList{Messages: toMessagesOut(msgs), NextCursor: next})
 }
 
 func (s *Server) search(c echo.Context) error {
-	var in searchIn
+	var in api.SearchIn
 	if err := s.decode(c, &in); err != nil {
 		return err
 	}
@@ -143,11 +144,11 @@ func (s *Server) search(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]searchResultOut, len(results))
+	out := make([]api.SearchResult, len(results))
 	for i, r := range results {
-		out[i] = searchResultOut{messageOut: toMessageOut(r.Message), Score: r.Score, Highlight: r.Highlight, Via: r.Via}
+		out[i] = api.SearchResult{Message: toMessageOut(r.Message), Score: r.Score, Highlight: r.Highlight, Via: r.Via}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"results": out})
+	return c.JSON(http.StatusOK, api.SearchOut{Results: out})
 }
 
 func (s *Server) compact(c echo.Context) error {
@@ -155,7 +156,7 @@ func (s *Server) compact(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in compactIn
+	var in api.CompactIn
 	if c.Request().ContentLength != 0 {
 		if err := s.decode(c, &in); err != nil {
 			return err
@@ -181,11 +182,11 @@ func (s *Server) listCold(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]coldChunkOut, len(msgs))
+	out := make([]api.ColdChunk, len(msgs))
 	for i, m := range msgs {
 		out[i] = toColdOut(m)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"chunks": out, "next_cursor": next})
+	return c.JSON(http.StatusOK, api.ColdList{Chunks: out, NextCursor: next})
 }
 
 func (s *Server) recoverMessage(c echo.Context) error {
@@ -209,7 +210,7 @@ func (s *Server) context(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in contextIn
+	var in api.ContextIn
 	if err := s.decode(c, &in); err != nil {
 		return err
 	}
@@ -232,12 +233,12 @@ func (s *Server) context(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if format == formatOpenAI {
+	if format == api.FormatOpenAI {
 		return c.JSON(http.StatusOK, toContextChatOut(res))
 	}
-	out := contextOut{Messages: make([]windowMessageOut, len(res.Messages)), Tokens: res.Tokens, Recovered: res.Recovered, AnswerOnly: res.AnswerOnly, Budget: res.Budget}
+	out := api.Context{Messages: make([]api.WindowMessage, len(res.Messages)), Tokens: res.Tokens, Recovered: res.Recovered, AnswerOnly: res.AnswerOnly, Budget: res.Budget}
 	for i, m := range res.Messages {
-		out.Messages[i] = windowMessageOut{messageOut: toMessageOut(m.Message), Source: m.Source, Score: m.Score,
+		out.Messages[i] = api.WindowMessage{Message: toMessageOut(m.Message), Source: m.Source, Score: m.Score,
 			Components: m.Components, PruneLevel: m.PruneLevel}
 	}
 	return c.JSON(http.StatusOK, out)

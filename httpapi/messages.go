@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
 )
@@ -126,7 +127,7 @@ func (s *Server) deleteMessage(c echo.Context) error {
 
 // idempotencyKey reads the Idempotency-Key header: "" when absent.
 func idempotencyKey(c echo.Context) (string, error) {
-	vals := c.Request().Header.Values("Idempotency-Key")
+	vals := c.Request().Header.Values(api.IdempotencyKeyHeader)
 	switch len(vals) {
 	case 0:
 		return "", nil
@@ -136,15 +137,9 @@ func idempotencyKey(c echo.Context) (string, error) {
 	return "", memory.Errorf(memory.EINVALID, "Idempotency-Key: sent %d times; send it once", len(vals))
 }
 
-// Context answer formats.
-const (
-	formatCtxd   = "ctxd"
-	formatOpenAI = "openai"
-)
-
 // contextFormat is the format asked by the query (?format=) or the body
 // ("format"); both may be given only if they agree.
-func contextFormat(c echo.Context, in contextIn) (string, error) {
+func contextFormat(c echo.Context, in api.ContextIn) (string, error) {
 	q, b := c.QueryParam("format"), in.Format
 	if q != "" && b != "" && q != b {
 		return "", memory.Errorf(memory.EINVALID, "format: ?format=%s and the body's %q differ: give one", q, b)
@@ -154,37 +149,19 @@ func contextFormat(c echo.Context, in contextIn) (string, error) {
 		f = q
 	}
 	switch f {
-	case "", formatCtxd:
-		return formatCtxd, nil
-	case formatOpenAI:
-		return formatOpenAI, nil
+	case "", api.FormatCtxd:
+		return api.FormatCtxd, nil
+	case api.FormatOpenAI:
+		return api.FormatOpenAI, nil
 	}
 	return "", memory.Errorf(memory.EINVALID, "format: %q is not one of ctxd (the default), openai", f)
-}
-
-// chatMessageOut is a message as an OpenAI-style chat API takes it, and
-// nothing else: such APIs may refuse fields they do not know.
-type chatMessageOut struct {
-	Role       memory.Role       `json:"role"`
-	Content    string            `json:"content"`
-	Name       string            `json:"name,omitempty"`
-	ToolCalls  []memory.ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string            `json:"tool_call_id,omitempty"`
-}
-
-type contextChatOut struct {
-	Messages   []chatMessageOut     `json:"messages"`
-	Tokens     int                  `json:"tokens"`
-	Recovered  []string             `json:"recovered"`
-	AnswerOnly []string             `json:"answer_only,omitempty"`
-	Budget     memory.ContextBudget `json:"budget"`
 }
 
 // toChatMessage is the window message as sent to the model (a pruned tool
 // result as pruned). OpenAI requires each tool call's type, which clients
 // may have left out when storing: it is "function", the only type.
-func toChatMessage(m *memory.Message) chatMessageOut {
-	out := chatMessageOut{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
+func toChatMessage(m *memory.Message) api.ChatMessage {
+	out := api.ChatMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
 	if len(m.ToolCalls) > 0 {
 		out.ToolCalls = slices.Clone(m.ToolCalls)
 		for i := range out.ToolCalls {
@@ -196,8 +173,8 @@ func toChatMessage(m *memory.Message) chatMessageOut {
 	return out
 }
 
-func toContextChatOut(res *memory.ContextResult) contextChatOut {
-	out := contextChatOut{Messages: make([]chatMessageOut, len(res.Messages)), Tokens: res.Tokens,
+func toContextChatOut(res *memory.ContextResult) api.ContextChat {
+	out := api.ContextChat{Messages: make([]api.ChatMessage, len(res.Messages)), Tokens: res.Tokens,
 		Recovered: res.Recovered, AnswerOnly: res.AnswerOnly, Budget: res.Budget}
 	for i, m := range res.Messages {
 		out.Messages[i] = toChatMessage(m.Message)

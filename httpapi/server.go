@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/mcpserver"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
@@ -216,14 +217,14 @@ func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func (s *Server) healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	return c.JSON(http.StatusOK, api.Health{Status: "ok"})
 }
 
 func (s *Server) readyz(c echo.Context) error {
 	if err := s.svc.Ready(c.Request().Context()); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "index_lag": s.svc.IndexLag(c.Request().Context())})
+	return c.JSON(http.StatusOK, api.Ready{Status: "ready", IndexLag: s.svc.IndexLag(c.Request().Context())})
 }
 
 func (s *Server) openapi(c echo.Context) error {
