@@ -2,13 +2,15 @@ package mcpserver_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
+	"net/http/httptest"
 	"testing"
 
+	"github.com/ctxd/ctxd/client"
+	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/mcpserver"
+	"github.com/ctxd/ctxd/mcpserver/mcptest"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/memorytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,7 +27,21 @@ type fixture struct {
 	ids  []string
 }
 
-func newFixture(t *testing.T) *fixture {
+// The backends a fixture can serve the tools over.
+const (
+	inProcess = "ServiceBackend"
+	overHTTP  = "ClientBackend"
+)
+
+// eachBackend runs test on a fresh fixture of each backend: the tools must
+// answer the same in the server process and as a client of a server.
+func eachBackend(t *testing.T, test func(t *testing.T, f *fixture)) {
+	for _, kind := range []string{inProcess, overHTTP} {
+		t.Run(kind, func(t *testing.T) { test(t, newFixture(t, kind)) })
+	}
+}
+
+func newFixture(t *testing.T, kind string) *fixture {
 	t.Helper()
 	h := memorytest.Open(t)
 	ctx := memory.NewContextWithTenant(context.Background(), "t1")
@@ -57,8 +73,29 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("no cold message in trip after 60 turns (%v)", err)
 	}
 	f.cold = cold[0].ID
-	f.cs = connect(t, &mcpserver.ServiceBackend{Service: h.Service, Tenant: "t1"})
+	f.cs = connect(t, backend(t, h.Service, kind, "t1"))
 	return f
+}
+
+// backend is a backend of kind acting as tenant: ClientBackend reaches
+// svc through httpapi on 127.0.0.1:0, with an API key of that tenant.
+func backend(t *testing.T, svc *memory.Service, kind, tenant string) mcpserver.Backend {
+	t.Helper()
+	if kind == inProcess {
+		return &mcpserver.ServiceBackend{Service: svc, Tenant: tenant}
+	}
+	const secret = "key-of-the-mcp-tests-0123456789"
+	key, err := httpapi.NewKey(tenant, secret, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(svc, httpapi.Options{Logger: slog.New(slog.DiscardHandler), Keys: []httpapi.Key{key}}).Handler())
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, client.WithAPIKey(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mcpserver.ClientBackend{Client: c}
 }
 
 // connect serves the tools over b and returns a connected SDK client.
@@ -82,75 +119,11 @@ func connect(t *testing.T, b mcpserver.Backend) *mcp.ClientSession {
 	return cs
 }
 
-// result is a tool's answer: its structured output, or its error text.
-type result struct {
-	out    map[string]any
-	errMsg string
-}
-
-// code is the error code a failed call's text starts with.
-func (r result) code() string {
-	code, _, _ := strings.Cut(r.errMsg, ": ")
-	return code
-}
-
-// call calls a tool; a protocol error (not a tool error) fails the test.
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) result {
-	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s %v: protocol error %v", tool, args, err)
-	}
-	var text string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text += tc.Text
-		}
-	}
-	if res.IsError {
-		if res.StructuredContent != nil {
-			t.Errorf("%s: an error with structured content %v", tool, res.StructuredContent)
-		}
-		return result{errMsg: text}
-	}
-	var out map[string]any
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s: structured content %s: %v", tool, raw, err)
-	}
-	// The text is the same answer, for clients that read only text.
-	var fromText map[string]any
-	if err := json.Unmarshal([]byte(text), &fromText); err != nil || fmt.Sprint(fromText) != fmt.Sprint(out) {
-		t.Errorf("%s: text content %q is not the structured answer (%v)", tool, text, err)
-	}
-	return result{out: out}
-}
-
-// mustCall calls a tool that must succeed.
-func mustCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
-	t.Helper()
-	r := call(t, cs, tool, args)
-	if r.errMsg != "" {
-		t.Fatalf("%s %v: %s", tool, args, r.errMsg)
-	}
-	return r.out
-}
-
-// mustFail calls a tool that must fail with code.
-func mustFail(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, code string) string {
-	t.Helper()
-	r := call(t, cs, tool, args)
-	if r.errMsg == "" {
-		t.Fatalf("%s %v succeeded: %v; want %s", tool, args, r.out, code)
-	}
-	if r.code() != code {
-		t.Fatalf("%s %v: %q; want code %s", tool, args, r.errMsg, code)
-	}
-	return r.errMsg
-}
+// mustCall and mustFail are mcptest's, named for these tests.
+var (
+	mustCall = mcptest.OK
+	mustFail = mcptest.Fails
+)
 
 func ids(list any) []string {
 	var out []string

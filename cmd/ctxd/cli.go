@@ -42,14 +42,20 @@ func (f *clientFlags) bind(fs *pflag.FlagSet) {
 }
 
 func (f *clientFlags) client(fs *pflag.FlagSet) (*apiClient, error) {
-	server, key := f.server, f.apiKey
+	server, key := f.endpoint(fs)
+	return newAPIClient(server, key, f.timeout)
+}
+
+// endpoint is the server and key to use: the flags, else the environment.
+func (f *clientFlags) endpoint(fs *pflag.FlagSet) (server, key string) {
+	server, key = f.server, f.apiKey
 	if env := os.Getenv("CTXD_SERVER"); env != "" && !fs.Changed("server") {
 		server = env
 	}
 	if env := os.Getenv("CTXD_API_KEY"); env != "" && !fs.Changed("api-key") {
 		key = env
 	}
-	return newAPIClient(server, key, f.timeout)
+	return server, key
 }
 
 // verb is what a client verb runs with.

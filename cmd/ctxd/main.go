@@ -21,6 +21,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCmd())
+	root.AddCommand(newMCPCmd())
 	root.AddCommand(newEvalCmd())
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newFiguresCmd())
