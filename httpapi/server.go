@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
-	"github.com/ctxd/ctxd/mcpserver"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -167,18 +166,6 @@ func New(svc *memory.Service, opts Options) *Server {
 	v1.POST("/chat/completions", s.chatCompletions, gw...)
 	v1.POST("/messages", s.anthropicMessages, gw...)
 	return s
-}
-
-// mountMCP serves the MCP tools (package mcpserver) at /mcp over the
-// streamable HTTP transport, behind the same authentication, rate limit,
-// timeout and body limit as the routes of /v1: the tenant of the caller's
-// key scopes every tool call. The transport is stateless, so POST is its
-// only method; GET (a stream the server would push on) and DELETE (the end
-// of a session) answer 405, which the protocol allows.
-func (s *Server) mountMCP(mw []echo.MiddlewareFunc) {
-	h := mcpserver.NewHTTPHandler(s.svc, mcpserver.HTTPOptions{Logger: s.opts.Logger,
-		SearchNeighbors: s.opts.SearchNeighbors, BodyLimit: s.opts.BodyLimit, Authenticated: len(s.opts.Keys) > 0})
-	s.e.POST("/mcp", echo.WrapHandler(h), mw...)
 }
 
 // Handler is the server as an http.Handler.

@@ -198,6 +198,22 @@ func TestMCPHTTPEdges(t *testing.T) {
 			t.Errorf("POST /mcp as another tenant: %d %s", r.Status, r.Raw)
 		}
 	})
+	// The SDK's own refusals come in the API's error shape too.
+	t.Run("ErrAcceptWithoutEventStream", func(t *testing.T) {
+		r := ts.as(keyA).do("POST", "/mcp", init)
+		if r.Status != 400 || r.errCode() != "invalid_request" || !strings.Contains(string(r.Raw), "Accept") {
+			t.Errorf("POST /mcp accepting only JSON: %d %s", r.Status, r.Raw)
+		}
+	})
+	t.Run("ErrNotJSONRPC", func(t *testing.T) {
+		c := ts.as(keyA)
+		c.Header.Set("Accept", "application/json, text/event-stream")
+		for _, body := range []string{"not json", "[]", `{"jsonrpc": "2.0", "id": 1, "method": "no/such/method"}`} {
+			if r := c.do("POST", "/mcp", body); r.Status != 400 || r.errCode() != "invalid_request" {
+				t.Errorf("POST /mcp %q: %d %s", body, r.Status, r.Raw)
+			}
+		}
+	})
 	t.Run("ErrTooLarge", func(t *testing.T) {
 		big := map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
 			"params": map[string]any{"name": "memory_search", "arguments": map[string]any{"query": strings.Repeat("x", 9<<20)}}}
