@@ -184,7 +184,9 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	// a float64 would change a large integer.
 	dec.UseNumber()
 	if err := dec.Decode(out); err != nil {
-		return &TransportError{Method: r.method, URL: c.base + r.path, Err: fmt.Errorf("decode answer: %w", err)}
+		// Not a TransportError: the server answered, with something else
+		// than the API's shape (or the body was cut).
+		return fmt.Errorf("decode answer to %s %s: %w", r.method, c.base+r.path, err)
 	}
 	return nil
 }

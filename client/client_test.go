@@ -14,13 +14,14 @@ import (
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/client"
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/memory"
 )
 
 func user(content string) api.MessageIn { return api.MessageIn{Role: "user", Content: content} }
 
 func TestSessions(t *testing.T) {
-	c := newClient(t, startServer(t, httpapi.Options{}))
+	c := newClient(t, startServer(t))
 	ctx := t.Context()
 	window := 4000
 	st, err := c.PutSession(ctx, "s1", &api.SessionIn{ContextWindow: &window, Metadata: map[string]any{"team": "ops"}})
@@ -58,7 +59,7 @@ func TestSessions(t *testing.T) {
 }
 
 func TestMessages(t *testing.T) {
-	c := newClient(t, startServer(t, httpapi.Options{}))
+	c := newClient(t, startServer(t))
 	ctx := t.Context()
 	in := []api.MessageIn{
 		{Role: "system", Content: "You are a deployment assistant.", Pinned: true},
@@ -104,7 +105,7 @@ func TestMessages(t *testing.T) {
 }
 
 func TestSearchAndContext(t *testing.T) {
-	c := newClient(t, startServer(t, httpapi.Options{}))
+	c := newClient(t, startServer(t))
 	ctx := t.Context()
 	_, err := c.Append(ctx, "ops", []api.MessageIn{
 		{Role: "system", Content: "You are a deployment assistant.", Pinned: true},
@@ -160,7 +161,7 @@ func fill(t *testing.T, c *client.Client, session string) {
 }
 
 func TestCompactColdRecoverEvents(t *testing.T) {
-	c := newClient(t, startServer(t, httpapi.Options{}))
+	c := newClient(t, startServer(t))
 	ctx := t.Context()
 	fill(t, c, "work")
 	dry, err := c.Compact(ctx, "work", api.CompactIn{DryRun: true})
@@ -203,7 +204,7 @@ func TestCompactColdRecoverEvents(t *testing.T) {
 }
 
 func TestExport(t *testing.T) {
-	c := newClient(t, startServer(t, httpapi.Options{}))
+	c := newClient(t, startServer(t))
 	ctx := t.Context()
 	if _, err := c.Append(ctx, "e", []api.MessageIn{user("quinces are in season")}); err != nil {
 		t.Fatal(err)
@@ -233,7 +234,7 @@ func TestExport(t *testing.T) {
 }
 
 func TestHealthReady(t *testing.T) {
-	c := newClient(t, startServer(t, httpapi.Options{}))
+	c := newClient(t, startServer(t))
 	if err := c.Health(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestHealthReady(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	url := startServer(t, httpapi.Options{})
+	url := startServer(t)
 	c := newClient(t, url)
 	ctx := t.Context()
 	_, err := c.PutSession(ctx, ".hidden", nil)
@@ -292,7 +293,7 @@ func TestTenantKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := startServer(t, httpapi.Options{Keys: keys})
+	url := startServer(t, func(c *server.Config) { c.Keys = keys })
 	ctx := t.Context()
 	a := newClient(t, url, client.WithAPIKey(keyA))
 	b := newClient(t, url, client.WithAPIKey(keyB))

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/client"
-	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -45,7 +44,7 @@ func (f *flaky) requests() int {
 
 func startFlaky(t *testing.T) (*flaky, string) {
 	t.Helper()
-	target, err := url.Parse(startServer(t, httpapi.Options{}))
+	target, err := url.Parse(startServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}

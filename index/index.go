@@ -90,7 +90,7 @@ type Options struct {
 	// Expander, with ExpansionWeight > 0, adds the neighbours of the query's
 	// words to the text clause at that boost (the query's own words: 1).
 	// Hybrid mode only: text mode stays the literal match. Off unless set;
-	// ctxd serves with 0.5 (see cmd/ctxd for what it was measured at).
+	// ctxd serves with DefaultExpansionWeight (expand.go).
 	Expander        Expander
 	ExpansionWeight float64
 

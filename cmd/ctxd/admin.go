@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -27,7 +28,7 @@ func adminCmd(cmd *cobra.Command, run func(ctx context.Context, cmd *cobra.Comma
 	var cfg Config
 	var configPath string
 	fs := cmd.Flags()
-	bindServeFlags(fs, &cfg)
+	server.BindFlags(fs, &cfg)
 	fs.StringVar(&configPath, "config", os.Getenv("CTXD_CONFIG"), "YAML config file (the server's)")
 	// Admin verbs report; info logs would drown that and the progress bar.
 	fs.Lookup("log-level").DefValue = "warn"
@@ -39,7 +40,7 @@ func adminCmd(cmd *cobra.Command, run func(ctx context.Context, cmd *cobra.Comma
 		}
 	})
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := applyLayers(cmd.Flags(), configPath, os.Getenv); err != nil {
+		if err := server.ApplyLayers(cmd.Flags(), configPath, os.Getenv); err != nil {
 			return err
 		}
 		if err := cfg.Validate(); err != nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"time"
 
+	"github.com/ctxd/ctxd/client"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/cobra"
 )
@@ -55,7 +55,7 @@ func newExportCmd() *cobra.Command {
 				return err
 			}
 			rep, err := exportTo(out, cmd.OutOrStdout(), func(w io.Writer) (*memory.ExportReport, error) {
-				return exportRemote(ctx, api, w, o)
+				return exportRemote(ctx, api, w, o, timeout)
 			})
 			if err != nil {
 				return err
@@ -91,28 +91,15 @@ func newExportCmd() *cobra.Command {
 // exportRemote streams GET /v1/export into w, reading it through as it
 // goes: the stream answered 200 before it was read, so only its trailer
 // (or a cut connection) says whether it is whole.
-func exportRemote(ctx context.Context, api *apiClient, w io.Writer, o memory.ExportOptions) (*memory.ExportReport, error) {
-	q := url.Values{}
-	if o.Session != "" {
-		q.Set("session", o.Session)
-	}
-	if o.All {
-		q.Set("all", "true")
-	}
-	if o.Vectors {
-		q.Set("vectors", "true")
-	}
-	if o.Tenant != "" {
-		q.Set("tenant", o.Tenant)
-	}
-	body, err := api.stream(ctx, "/v1/export", q)
+func exportRemote(ctx context.Context, api *client.Client, w io.Writer, o memory.ExportOptions, timeout time.Duration) (*memory.ExportReport, error) {
+	body, err := api.Export(ctx, o)
 	if err != nil {
-		return nil, err
+		return nil, explain(err, api, timeout)
 	}
 	defer body.Close()
 	rep, err := memory.CheckExport(io.TeeReader(body, w))
 	if err != nil {
-		return nil, fmt.Errorf("export from %s: %w", api.base, err)
+		return nil, fmt.Errorf("export from %s: %w", api.BaseURL(), err)
 	}
 	return rep, nil
 }

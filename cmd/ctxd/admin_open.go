@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxd/ctxd/coldstore"
 	"github.com/ctxd/ctxd/index"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
 )
@@ -43,21 +44,21 @@ type dataDir struct {
 
 // openDataDir opens cfg.DataDir; create allows a new data dir (import).
 func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, progress memory.Progress) (*dataDir, error) {
-	d := &dataDir{dir: cfg.DataDir, log: newLogger(cfg, os.Stderr)}
+	d := &dataDir{dir: cfg.DataDir, log: server.NewLogger(cfg, os.Stderr)}
 	if !create {
-		st, err := os.Stat(storePath(cfg.DataDir))
+		st, err := os.Stat(server.StorePath(cfg.DataDir))
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("data dir %s has no store (%s): is it a ctxd data dir?", cfg.DataDir, storePath(cfg.DataDir))
+			return nil, fmt.Errorf("data dir %s has no store (%s): is it a ctxd data dir?", cfg.DataDir, server.StorePath(cfg.DataDir))
 		}
 		// Opening it would write a new, empty store over the evidence.
 		if err == nil && st.Size() == 0 {
 			return nil, fmt.Errorf("data dir %s has an empty store (%s is 0 bytes): restore it from a backup, or bring the cold originals back with `ctxd restore-cold`",
-				cfg.DataDir, storePath(cfg.DataDir))
+				cfg.DataDir, server.StorePath(cfg.DataDir))
 		}
 	}
 	var err error
 	readOnly := use == indexRead
-	if d.store, err = boltstore.Open(storePath(cfg.DataDir), readOnly); err != nil {
+	if d.store, err = boltstore.Open(server.StorePath(cfg.DataDir), readOnly); err != nil {
 		return nil, err
 	}
 	var indexErr error
@@ -71,14 +72,14 @@ func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, pro
 	if readOnly {
 		openCold = coldstore.OpenReadOnly
 	}
-	if d.cold, err = openCold(coldPath(cfg.DataDir)); err != nil {
+	if d.cold, err = openCold(server.ColdPath(cfg.DataDir)); err != nil {
 		d.Close()
 		return nil, err
 	}
 	m := NewMain(cfg)
 	m.Logger = d.log
 	d.admin = &memory.Admin{Store: d.store, Cold: coldstore.Mirror{Store: d.cold}, Logger: d.log, Progress: progress,
-		Embedder: m.openEmbedder, IndexErr: indexErr}
+		Embedder: m.OpenEmbedder, IndexErr: indexErr}
 	if d.index != nil {
 		d.admin.Index, d.admin.Docs = d.index, d.index
 	}
@@ -89,8 +90,8 @@ func (d *dataDir) openIndex(cfg Config, use indexUse) error {
 	if use == indexNone {
 		return nil
 	}
-	dir := indexPath(cfg.DataDir)
-	opts, err := indexOptions(cfg)
+	dir := server.IndexPath(cfg.DataDir)
+	opts, err := server.IndexOptions(cfg)
 	if err != nil {
 		return err
 	}
@@ -105,16 +106,12 @@ func (d *dataDir) openIndex(cfg Config, use indexUse) error {
 		opts.Texts = d.store
 		d.index, err = index.Open(dir, opts)
 	default:
-		d.index, err = openIndex(d.log, dir, opts, d.store)
+		d.index, err = index.OpenOrRebuild(d.log, dir, opts, d.store)
 	}
 	if errors.Is(err, index.ErrInUse) {
-		return inUse(cfg.DataDir)
+		return server.InUse(cfg.DataDir)
 	}
 	return err
-}
-
-func inUse(dir string) error {
-	return memory.Errorf(memory.EUNAVAILABLE, "data dir %s is in use (is a ctxd server running? stop it first)", dir)
 }
 
 // Close closes the index, then the store; a second call does nothing.

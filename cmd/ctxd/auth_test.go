@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/internal/server"
 )
 
 const (
@@ -253,12 +254,12 @@ func TestKeysFromEnvAndFile(t *testing.T) {
 	os.WriteFile(file, []byte("keys:\n  - {tenant: f, sha256: "+hex.EncodeToString(sum[:])+"}\n  - {tenant: ops, key: ops-key-0123456789abc, admin: true}\n"), 0o600)
 	cmd := newServeCmd()
 	env := map[string]string{"CTXD_API_KEYS": "e:env-key-0123456789abcdef"}
-	if err := applyLayers(cmd.Flags(), file, func(k string) string { return env[k] }); err != nil {
+	if err := server.ApplyLayers(cmd.Flags(), file, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
 	var cfg Config
 	cfg.APIKeys, _ = cmd.Flags().GetString("api-keys")
-	if err := cfg.loadKeys(file); err != nil {
+	if err := cfg.LoadKeys(file); err != nil {
 		t.Fatal(err)
 	}
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.Keys = cfg.Keys })

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
@@ -24,6 +23,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/client"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -277,7 +279,7 @@ type benchCorpusStats struct {
 	bytes        int64
 }
 
-func (s *benchCorpusStats) add(msgs []benchMsg) {
+func (s *benchCorpusStats) add(msgs []api.MessageIn) {
 	for _, m := range msgs {
 		s.Messages++
 		s.bytes += int64(len(m.Content))
@@ -409,7 +411,8 @@ type benchRun struct {
 	o      benchOptions
 	c      *benchCorpus
 	rep    *benchReport
-	cl     *benchClient
+	cl     *client.Client
+	httpc  *http.Client // cl's, whose idle connections a restart closes
 	logw   io.Writer
 	logMu  sync.Mutex // the ingest progress goroutine logs too
 	srv    *Main      // the in-process server, if any
@@ -431,8 +434,8 @@ func runBench(ctx context.Context, o benchOptions, logw io.Writer) (_ *benchRepo
 	r := &benchRun{o: o, logw: logw, rep: &benchReport{Options: o, LoadAvg: map[string]string{"start": benchLoadAvg()}}}
 	r.c = newBenchCorpus(benchCorpus{Seed: o.Seed, Messages: o.Messages, Sessions: o.Sessions, Batch: o.Batch,
 		ToolShare: o.ToolShare, WordsMin: o.WordsMin, WordsMax: o.WordsMax, Prefix: o.Prefix})
-	httpc := benchHTTPClient(o.Clients)
-	defer httpc.CloseIdleConnections()
+	r.httpc = benchHTTPClient(o.Clients)
+	defer r.httpc.CloseIdleConnections()
 
 	if o.Server != "" {
 		base, err := benchLoopbackURL(ctx, "server", o.Server)
@@ -444,7 +447,9 @@ func runBench(ctx context.Context, o benchOptions, logw io.Writer) (_ *benchRepo
 				return nil, err
 			}
 		}
-		r.cl = &benchClient{base: base, http: httpc}
+		if r.cl, err = benchAPIClient(base, r.httpc); err != nil {
+			return nil, err
+		}
 		r.rep.Server = base
 	} else {
 		dir, keep := o.DataDir, o.DataDir != ""
@@ -471,13 +476,15 @@ func runBench(ctx context.Context, o benchOptions, logw io.Writer) (_ *benchRepo
 		if r.srv, err = benchStartServer(ctx, dir); err != nil {
 			return nil, err
 		}
-		r.cl = &benchClient{base: "http://" + r.srv.Addr.String(), http: httpc}
+		if r.cl, err = benchAPIClient("http://"+r.srv.Addr.String(), r.httpc); err != nil {
+			return nil, err
+		}
 		r.rep.Server = "in-process (default settings) on " + dir
 		if !keep {
 			r.rep.Server += " (temporary)"
 		}
 	}
-	if err := r.cl.waitReady(ctx, benchReadyTimeout); err != nil {
+	if err := waitReady(ctx, r.cl, benchReadyTimeout, nil); err != nil {
 		return r.rep, err
 	}
 
@@ -570,7 +577,7 @@ func (r *benchRun) measureMemory(afterIngest benchProcMem) error {
 // benchStartServer runs a ctxd with the default settings on dir, on loopback.
 func benchStartServer(ctx context.Context, dir string) (*Main, error) {
 	var cfg Config
-	bindServeFlags(pflag.NewFlagSet("bench", pflag.ContinueOnError), &cfg)
+	server.BindFlags(pflag.NewFlagSet("bench", pflag.ContinueOnError), &cfg)
 	cfg.DataDir = dir
 	cfg.LogLevel = "warn"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -594,18 +601,17 @@ func (r *benchRun) logf(format string, args ...any) {
 // ingest replaces the bench sessions and stores the corpus into them.
 func (r *benchRun) ingest(ctx context.Context) error {
 	o, c := r.o, r.c
-	put := []byte("{}")
+	put := &api.SessionIn{}
 	window := "server default"
 	if !o.Compact {
-		put = fmt.Appendf(nil, `{"context_window": %d}`, benchIngestWindow)
+		put.ContextWindow = new(benchIngestWindow)
 		window = strconv.Itoa(benchIngestWindow)
 	}
 	for s := range o.Sessions {
-		path := "/v1/sessions/" + c.sessionID(s)
-		if err := r.cl.do(ctx, "DELETE", path, nil, nil, 404); err != nil {
+		if err := errNotFoundOK(r.cl.DeleteSession(ctx, c.sessionID(s))); err != nil {
 			return fmt.Errorf("bench: clear session: %w", err)
 		}
-		if err := r.cl.do(ctx, "PUT", path, put, nil); err != nil {
+		if _, err := r.cl.PutSession(ctx, c.sessionID(s), put); err != nil {
 			return fmt.Errorf("bench: create session: %w", err)
 		}
 	}
@@ -651,7 +657,9 @@ func (r *benchRun) ingest(ctx context.Context) error {
 				}
 				g0 := time.Now()
 				msgs := c.batch(b)
-				body, err := json.Marshal(map[string]any{"messages": msgs})
+				// Encoded here only to count the bytes sent: the client
+				// encodes the body again, inside the timed call.
+				body, err := json.Marshal(api.AppendIn{Messages: msgs})
 				res.gen += time.Since(g0)
 				if err != nil {
 					r.rep.fail("ingest", err)
@@ -659,12 +667,8 @@ func (r *benchRun) ingest(ctx context.Context) error {
 					continue
 				}
 				res.bytes += int64(len(body))
-				var ans struct {
-					IDs        []string        `json:"ids"`
-					Compaction json.RawMessage `json:"compaction"`
-				}
 				t0 := time.Now()
-				err = r.cl.do(ctx, "POST", "/v1/sessions/"+c.sessionOf(b)+"/messages", body, &ans)
+				ans, err := r.cl.Append(ctx, c.sessionOf(b), msgs)
 				took := time.Since(t0)
 				if err == nil && len(ans.IDs) != len(msgs) {
 					err = fmt.Errorf("batch %d: sent %d messages, got %d ids", b, len(msgs), len(ans.IDs))
@@ -682,7 +686,7 @@ func (r *benchRun) ingest(ctx context.Context) error {
 				}
 				res.lat = append(res.lat, took)
 				res.stats.add(msgs) // the corpus stored, not the corpus sent
-				if len(ans.Compaction) > 0 && string(ans.Compaction) != "null" {
+				if ans.Compaction != nil {
 					res.compactions++
 				}
 				done.Add(int64(len(msgs)))
@@ -741,7 +745,7 @@ func (r *benchRun) startup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bench: stop server for restart: %w", err)
 	}
-	r.cl.http.CloseIdleConnections()
+	r.httpc.CloseIdleConnections()
 	if r.o.StartupExec {
 		exe, eerr := os.Executable()
 		switch {
@@ -774,8 +778,9 @@ func (r *benchRun) startup(ctx context.Context) error {
 	t0 = time.Now()
 	r.srv, err = benchStartServer(ctx, r.srvDir)
 	if err == nil {
-		r.cl.base = "http://" + r.srv.Addr.String()
-		err = r.cl.waitReady(ctx, benchReadyTimeout)
+		if r.cl, err = benchAPIClient("http://"+r.srv.Addr.String(), r.httpc); err == nil {
+			err = waitReady(ctx, r.cl, benchReadyTimeout, nil)
+		}
 	}
 	took := time.Since(t0)
 	if prof != nil {
@@ -795,61 +800,25 @@ func (r *benchRun) startup(ctx context.Context) error {
 // benchFreshStart runs `exe serve` on dir and times it until /readyz
 // answers 200; it then stops it with SIGTERM.
 func benchFreshStart(ctx context.Context, exe, dir string) (time.Duration, benchProcMem, time.Duration, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var stderr bytes.Buffer
+	t0 := time.Now()
+	child, err := startChild(exe, dir, &stderr)
 	if err != nil {
 		return 0, benchProcMem{}, 0, fmt.Errorf("bench: fresh start: %w", err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(exe, "serve", "--data-dir", dir, "--addr", addr, "--log-level", "warn")
-	for _, kv := range os.Environ() { // the in-process server ignores CTXD_*: so does this one
-		if !strings.HasPrefix(kv, "CTXD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
+	hc := benchHTTPClient(1)
+	defer hc.CloseIdleConnections()
+	cl, err := benchAPIClient(child.URL, hc)
+	if err == nil {
+		err = waitReady(ctx, cl, benchReadyTimeout, child.exited)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		return 0, benchProcMem{}, 0, fmt.Errorf("bench: fresh start: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() error {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			return err
-		case <-time.After(time.Minute):
-			cmd.Process.Kill()
-			return fmt.Errorf("did not stop within a minute of SIGTERM; killed: %v", <-exited)
-		}
-	}
-	cl := &benchClient{base: "http://" + addr, http: benchHTTPClient(1)}
-	defer cl.http.CloseIdleConnections()
-	deadline := time.Now().Add(benchReadyTimeout)
-	for {
-		select {
-		case err := <-exited:
-			return 0, benchProcMem{}, 0, fmt.Errorf("bench: fresh `ctxd serve` exited before ready (%v): %.2000s", err, stderr.String())
-		default:
-		}
-		rctx, rcancel := context.WithTimeout(ctx, time.Second)
-		rerr := cl.do(rctx, "GET", "/readyz", nil, nil)
-		rcancel()
-		if rerr == nil {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			stop()
-			return 0, benchProcMem{}, 0, fmt.Errorf("bench: fresh `ctxd serve` not ready after %s: %v", time.Since(t0), rerr)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err != nil {
+		return 0, benchProcMem{}, 0, errors.Join(fmt.Errorf("bench: fresh `ctxd serve`: %w: %.2000s", err, stderr.String()), child.stop())
 	}
 	took := time.Since(t0)
-	mem, merr := benchReadProcMem(strconv.Itoa(cmd.Process.Pid))
-	cpu, cerr := benchCPU(strconv.Itoa(cmd.Process.Pid))
-	if serr := stop(); serr != nil {
+	mem, merr := benchReadProcMem(strconv.Itoa(child.Pid))
+	cpu, cerr := benchCPU(strconv.Itoa(child.Pid))
+	if serr := child.stop(); serr != nil {
 		return took, mem, cpu, fmt.Errorf("bench: fresh `ctxd serve`: %v: %.2000s", serr, stderr.String())
 	}
 	if err := errors.Join(merr, cerr); err != nil {
@@ -951,82 +920,61 @@ func (r *benchRun) mixed(ctx context.Context) error {
 					i++
 				}
 				op := ops[i]
-				var path string
-				var body []byte
 				var check func() error
+				t0 := time.Now()
+				var err error
 				switch op {
 				case benchOpSearchAll, benchOpSearchSession:
 					q := queries[rng.IntN(len(queries))]
-					in := map[string]any{"query": q.text, "k": o.K, "mode": o.Mode}
+					in := api.SearchIn{Query: q.text, K: o.K, Mode: o.Mode}
 					if op == benchOpSearchSession {
-						in["session_id"] = q.session
+						in.SessionID = q.session
 					}
-					body, _ = json.Marshal(in)
-					path = "/v1/search"
-					var ans struct {
-						Results []struct {
-							SessionID string `json:"session_id"`
-						} `json:"results"`
-					}
+					var hits []api.SearchResult
+					hits, err = r.cl.Search(ctx, in)
 					check = func() error {
-						if len(ans.Results) == 0 {
+						if len(hits) == 0 {
 							res.empty++
 						}
-						if len(ans.Results) > o.K {
-							return fmt.Errorf("asked k=%d, got %d results", o.K, len(ans.Results))
+						if len(hits) > o.K {
+							return fmt.Errorf("asked k=%d, got %d results", o.K, len(hits))
 						}
-						for _, hit := range ans.Results {
+						for _, hit := range hits {
 							if op == benchOpSearchSession && hit.SessionID != q.session {
 								return fmt.Errorf("search in session %s returned a hit of session %s", q.session, hit.SessionID)
 							}
 						}
 						return nil
 					}
-					t0 := time.Now()
-					err := r.cl.do(ctx, "POST", path, body, &ans)
-					r.record(res.lat, res.errs, op, t0, err, check, &failed)
-					continue
 				case benchOpContext:
 					p := prompts[rng.IntN(len(prompts))]
-					body, _ = json.Marshal(map[string]any{"prompt": p.text, "max_tokens": o.MaxTokens})
-					path = "/v1/sessions/" + p.session + "/context"
-					var ans struct {
-						Messages []json.RawMessage `json:"messages"`
-						Tokens   int               `json:"tokens"`
-					}
+					var win *api.Context
+					win, err = r.cl.Context(ctx, p.session, api.ContextIn{Prompt: p.text, MaxTokens: &o.MaxTokens})
 					check = func() error {
-						if ans.Tokens > o.MaxTokens {
-							return fmt.Errorf("context of %d tokens exceeds max_tokens %d", ans.Tokens, o.MaxTokens)
+						if win.Tokens > o.MaxTokens {
+							return fmt.Errorf("context of %d tokens exceeds max_tokens %d", win.Tokens, o.MaxTokens)
 						}
-						if len(ans.Messages) == 0 {
+						if len(win.Messages) == 0 {
 							return errors.New("context returned no messages")
 						}
 						return nil
 					}
-					t0 := time.Now()
-					err := r.cl.do(ctx, "POST", path, body, &ans)
-					r.record(res.lat, res.errs, op, t0, err, check, &failed)
-					continue
 				case benchOpWrite:
-					msgs := []benchMsg{{Role: "user", Content: g.chat()}}
+					msgs := []api.MessageIn{{Role: "user", Content: g.chat()}}
 					if rng.IntN(2) == 0 {
-						msgs = append(msgs, benchMsg{Role: "assistant", Content: g.chat()})
+						msgs = append(msgs, api.MessageIn{Role: "assistant", Content: g.chat()})
 					}
-					body, _ = json.Marshal(map[string]any{"messages": msgs})
-					path = "/v1/sessions/" + c.sessionID(rng.IntN(o.Sessions)) + "/messages"
-					var ans struct {
-						IDs []string `json:"ids"`
-					}
+					t0 = time.Now() // the messages are not the server's time
+					var ans *api.AppendOut
+					ans, err = r.cl.Append(ctx, c.sessionID(rng.IntN(o.Sessions)), msgs)
 					check = func() error {
 						if len(ans.IDs) != len(msgs) {
 							return fmt.Errorf("wrote %d messages, got %d ids", len(msgs), len(ans.IDs))
 						}
 						return nil
 					}
-					t0 := time.Now()
-					err := r.cl.do(ctx, "POST", path, body, &ans)
-					r.record(res.lat, res.errs, op, t0, err, check, &failed)
 				}
+				r.record(res.lat, res.errs, op, t0, err, check, &failed)
 			}
 		}()
 	}
@@ -1112,15 +1060,16 @@ func (r *benchRun) startProfile(ctx context.Context) (func() error, error) {
 		return nil, errors.New("bench: --cpuprofile with --server needs --pprof-url (the server's --pprof-addr)")
 	}
 	secs := max(1, int(math.Round(r.o.Duration.Seconds())))
-	pc := &benchClient{base: r.o.PprofURL, http: benchHTTPClient(1)}
+	// pprof is not the ctxd API: a plain GET through the loopback-only client.
+	hc := benchHTTPClient(1)
 	done := make(chan error, 1)
 	go func() {
-		req, err := http.NewRequestWithContext(ctx, "GET", pc.base+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), nil)
+		req, err := http.NewRequestWithContext(ctx, "GET", r.o.PprofURL+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), nil)
 		if err != nil {
 			done <- err
 			return
 		}
-		res, err := pc.http.Do(req)
+		res, err := hc.Do(req)
 		if err != nil {
 			done <- err
 			return

@@ -2,12 +2,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"net"
@@ -15,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,93 +72,6 @@ func benchHTTPClient(conns int) *http.Client {
 	}
 	return &http.Client{Transport: tr, Timeout: 5 * time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-}
-
-// benchClient speaks the HTTP API; it does not retry: a 429 or 503 is an error
-// of the run.
-type benchClient struct {
-	base string
-	http *http.Client
-}
-
-// benchHTTPError is a non-2xx answer.
-type benchHTTPError struct {
-	Method, Path string
-	Status       int
-	Code, Msg    string
-}
-
-func (e *benchHTTPError) Error() string {
-	if e.Code != "" {
-		return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Status, e.Code, e.Msg)
-	}
-	return fmt.Sprintf("%s %s: %d: %s", e.Method, e.Path, e.Status, e.Msg)
-}
-
-// do sends body (JSON, may be nil) and decodes a 2xx answer into out (may be
-// nil). Statuses in ok also count as success.
-func (c *benchClient) do(ctx context.Context, method, path string, body []byte, out any, ok ...int) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
-	}
-	if res.StatusCode/100 == 2 {
-		if out != nil {
-			if err := json.Unmarshal(raw, out); err != nil {
-				return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-			}
-		}
-		return nil
-	}
-	if slices.Contains(ok, res.StatusCode) {
-		return nil
-	}
-	he := &benchHTTPError{Method: method, Path: path, Status: res.StatusCode}
-	var e struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
-	if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
-		he.Code, he.Msg = e.Error.Code, e.Error.Message
-	} else {
-		he.Msg = fmt.Sprintf("%.200s", raw)
-	}
-	return he
-}
-
-// waitReady polls /readyz until it answers 200 or timeout passes.
-func (c *benchClient) waitReady(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		rctx, rcancel := context.WithTimeout(ctx, time.Second)
-		last = c.do(rctx, "GET", "/readyz", nil, nil)
-		rcancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("server at %s not ready after %s: %w", c.base, timeout, last)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 // benchProcMem is what /proc/<pid>/status says about memory, in bytes.

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/memory"
 )
 
 // The bench corpus is a pure function of its parameters: batch b (messages
@@ -47,25 +50,6 @@ func (c *benchCorpus) sessionOf(b int) string { return c.sessionID(b % c.Session
 
 func (c *benchCorpus) sessionID(s int) string { return fmt.Sprintf("%s%05d", c.Prefix, s) }
 
-// benchMsg is a message as the API takes it.
-type benchMsg struct {
-	Role       string          `json:"role"`
-	Content    string          `json:"content"`
-	Name       string          `json:"name,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-	ToolCalls  []benchToolCall `json:"tool_calls,omitempty"`
-	Metadata   map[string]any  `json:"metadata,omitempty"`
-}
-
-type benchToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
 // benchGen draws text from the vocabulary with its own PRNG.
 type benchGen struct {
 	c      *benchCorpus
@@ -82,14 +66,14 @@ func (c *benchCorpus) gen(stream, n uint64) *benchGen {
 }
 
 // batch generates batch b.
-func (c *benchCorpus) batch(b int) []benchMsg {
+func (c *benchCorpus) batch(b int) []api.MessageIn {
 	n := min(c.Batch, c.Messages-b*c.Batch)
 	if n <= 0 {
 		return nil
 	}
 	g := c.gen(1, uint64(b))
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(b) * time.Minute)
-	msgs := make([]benchMsg, 0, n)
+	msgs := make([]api.MessageIn, 0, n)
 	// Tool calls: at an assistant turn, with probability p the assistant calls a
 	// tool (2 messages) and takes the turn again; messages per user turn are
 	// 2 + 2p/(1-p) of which p/(1-p) are tool outputs, a share of p/2.
@@ -99,7 +83,7 @@ func (c *benchCorpus) batch(b int) []benchMsg {
 		idx := b*c.Batch + len(msgs)
 		switch {
 		case user:
-			msgs = append(msgs, benchMsg{Role: "user", Content: g.chat(), Metadata: map[string]any{"n": idx}})
+			msgs = append(msgs, api.MessageIn{Role: "user", Content: g.chat(), Metadata: map[string]any{"n": idx}})
 			user = false
 		case n-len(msgs) >= 2 && g.r.Float64() < p:
 			call, out := g.toolPair(b, len(msgs), base.Add(time.Duration(len(msgs))*time.Second))
@@ -107,7 +91,7 @@ func (c *benchCorpus) batch(b int) []benchMsg {
 			out.Metadata = map[string]any{"n": idx + 1}
 			msgs = append(msgs, call, out)
 		default:
-			msgs = append(msgs, benchMsg{Role: "assistant", Content: g.chat(), Metadata: map[string]any{"n": idx}})
+			msgs = append(msgs, api.MessageIn{Role: "assistant", Content: g.chat(), Metadata: map[string]any{"n": idx}})
 			user = true
 		}
 	}
@@ -192,19 +176,19 @@ func (g *benchGen) special() string {
 var benchTools = []string{"run_shell", "read_file", "grep", "run_tests", "http_get", "query_db"}
 
 // toolPair is an assistant tool call and its 1-8 KB log-like output.
-func (g *benchGen) toolPair(b, i int, at time.Time) (benchMsg, benchMsg) {
+func (g *benchGen) toolPair(b, i int, at time.Time) (api.MessageIn, api.MessageIn) {
 	r := g.r
 	name := benchTools[r.IntN(len(benchTools))]
-	var tc benchToolCall
+	var tc memory.ToolCall
 	tc.ID = fmt.Sprintf("call_%d_%d", b, i)
 	tc.Type = "function"
 	tc.Function.Name = name
 	tc.Function.Arguments = fmt.Sprintf(`{"target":"internal/%s/%s.go","pattern":"%s"}`, g.pw(), g.pw(), g.pw())
-	call := benchMsg{Role: "assistant", ToolCalls: []benchToolCall{tc}}
+	call := api.MessageIn{Role: "assistant", ToolCalls: []memory.ToolCall{tc}}
 	if r.IntN(2) == 0 {
 		call.Content = g.sentences(5 + r.IntN(10))
 	}
-	out := benchMsg{Role: "tool", Name: name, ToolCallID: tc.ID, Content: g.logLines(1024+r.IntN(7*1024+1), at)}
+	out := api.MessageIn{Role: "tool", Name: name, ToolCallID: tc.ID, Content: g.logLines(1024+r.IntN(7*1024+1), at)}
 	return call, out
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ctxd/ctxd/client"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -41,27 +42,21 @@ func (f *clientFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up on a request after this long")
 }
 
-func (f *clientFlags) client(fs *pflag.FlagSet) (*apiClient, error) {
-	server, key := f.endpoint(fs)
-	return newAPIClient(server, key, f.timeout)
-}
-
-// endpoint is the server and key to use: the flags, else the environment.
-func (f *clientFlags) endpoint(fs *pflag.FlagSet) (server, key string) {
-	server, key = f.server, f.apiKey
+func (f *clientFlags) client(fs *pflag.FlagSet) (*client.Client, error) {
+	server, key := f.server, f.apiKey
 	if env := os.Getenv("CTXD_SERVER"); env != "" && !fs.Changed("server") {
 		server = env
 	}
 	if env := os.Getenv("CTXD_API_KEY"); env != "" && !fs.Changed("api-key") {
 		key = env
 	}
-	return server, key
+	return newAPIClient(server, key, f.timeout)
 }
 
 // verb is what a client verb runs with.
 type verb struct {
 	ctx  context.Context
-	api  *apiClient
+	api  *client.Client
 	out  io.Writer
 	errw io.Writer
 	in   io.Reader
@@ -81,8 +76,9 @@ func clientVerb(cmd *cobra.Command, run func(v *verb, args []string) error) *cob
 		if err != nil {
 			return err
 		}
-		return run(&verb{ctx: cmd.Context(), api: api, out: cmd.OutOrStdout(), errw: cmd.ErrOrStderr(),
+		err = run(&verb{ctx: cmd.Context(), api: api, out: cmd.OutOrStdout(), errw: cmd.ErrOrStderr(),
 			in: cmd.InOrStdin(), json: f.json}, args)
+		return explain(err, api, f.timeout)
 	}
 	return cmd
 }
@@ -106,9 +102,4 @@ func (v *verb) printJSON(doc any) error {
 		return fmt.Errorf("write JSON: %w", err)
 	}
 	return nil
-}
-
-// printRaw writes the server's JSON answer as it came (re-indented).
-func (v *verb) printRaw(raw []byte) error {
-	return v.printJSON(json.RawMessage(raw))
 }

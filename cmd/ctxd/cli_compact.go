@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/cobra"
 )
 
@@ -27,19 +28,18 @@ func newCompactCmd() *cobra.Command {
 		if !now {
 			return usageErrorf("compaction runs automatically when a session passes its trigger; to compact %s now anyway, add --now", args[0])
 		}
-		var rep compactionWire
-		raw, err := v.api.post(v.ctx, sessionPath(args[0], "compact"), map[string]any{"prompt": prompt, "dry_run": dryRun}, &rep)
+		rep, err := v.api.Compact(v.ctx, args[0], api.CompactIn{Prompt: prompt, DryRun: dryRun})
 		if err != nil {
 			return err
 		}
 		if v.json {
-			return v.printRaw(raw)
+			return v.printJSON(rep)
 		}
 		return printCompaction(v, args[0], rep)
 	})
 }
 
-func printCompaction(v *verb, session string, rep compactionWire) error {
+func printCompaction(v *verb, session string, rep *memory.CompactionReport) error {
 	head := fmt.Sprintf("compacted %s (trigger %s)", session, rep.Trigger)
 	if rep.DryRun {
 		head = fmt.Sprintf("dry run: compaction of %s would do this (nothing changed)", session)
@@ -110,16 +110,12 @@ func newColdCmd() *cobra.Command {
 		if limit < 0 {
 			return usageErrorf("--limit %d: want 0 (all) or more", limit)
 		}
-		raw, err := v.api.pages(v.ctx, sessionPath(session, "cold"), "chunks", nil, limit)
+		chunks, err := collect(v.api.Cold(v.ctx, session, pageSize(limit)), limit)
 		if err != nil {
 			return err
 		}
 		if v.json {
-			return v.printJSON(map[string]any{"chunks": raw})
-		}
-		chunks, err := decodeAll[coldChunkWire](raw)
-		if err != nil {
-			return err
+			return v.printJSON(map[string]any{"chunks": chunks})
 		}
 		if len(chunks) == 0 {
 			fmt.Fprintf(v.out, "session %s has nothing in cold storage\n", session)
@@ -152,19 +148,18 @@ func newRecoverCmd() *cobra.Command {
 			return usageErrorf("recover needs --chunk ID (ids are in ctxd cold list and ctxd drops)")
 		}
 		if session == "" {
-			var m messageWire
-			if _, err := v.api.get(v.ctx, "/v1/messages/"+url.PathEscape(chunk), nil, &m); err != nil {
+			m, err := v.api.Message(v.ctx, chunk)
+			if err != nil {
 				return err
 			}
 			session = m.SessionID
 		}
-		var m messageWire
-		raw, err := v.api.post(v.ctx, sessionPath(session, "messages", chunk, "recover"), nil, &m)
+		m, err := v.api.Recover(v.ctx, session, chunk)
 		if err != nil {
 			return err
 		}
 		if v.json {
-			return v.printRaw(raw)
+			return v.printJSON(m)
 		}
 		fmt.Fprintf(v.out, "recovered %s into session %s: %s message, %d tokens, now %s\n", m.ID, session, m.Role, m.Tokens, m.State)
 		fmt.Fprintf(v.out, "  %s\n", snippet(m.Content, 100))

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/ctxd/ctxd/client"
 )
 
 // Exit codes of the ctxd binary: the one table (README "## CLI" lists it).
@@ -42,7 +44,7 @@ func exitCode(err error) int {
 	var (
 		usage   *usageError
 		aborted *abortedError
-		api     *apiError
+		api     *client.Error
 		unreach *unreachableError
 	)
 	switch {

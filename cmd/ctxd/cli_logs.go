@@ -3,11 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/client"
 	"github.com/spf13/cobra"
 )
 
@@ -20,27 +21,6 @@ var logStreams = map[string][]string{
 	"health":     {"state", "tokens", "limit", "pct_used", "next_compaction_in_tokens"},
 	"purges":     {"chunk", "reason", "tokens", "recoverable_until"},
 	"edits":      {"op", "message", "changed", "tokens_before", "tokens_after", "previous_version"},
-}
-
-// events fetches the caller's last n events of a stream.
-func (v *verb) events(stream, session string, n int) ([]json.RawMessage, error) {
-	q := url.Values{}
-	if session != "" {
-		q.Set("session_id", session)
-	}
-	if n != 0 {
-		q.Set("n", fmt.Sprint(n))
-	}
-	var body struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if _, err := v.api.get(v.ctx, "/v1/events/"+url.PathEscape(stream), q, &body); err != nil {
-		return nil, err
-	}
-	if body.Events == nil {
-		body.Events = []json.RawMessage{}
-	}
-	return body.Events, nil
 }
 
 func newLogsCmd() *cobra.Command {
@@ -63,13 +43,17 @@ func newLogsCmd() *cobra.Command {
 		if n < 1 {
 			return usageErrorf("-n %d: want 1 to 1000", n)
 		}
-		events, err := v.events(stream, session, n)
+		events, err := v.api.Events(v.ctx, stream, client.EventQuery{SessionID: session, N: n})
 		if err != nil {
 			return err
 		}
 		if v.json {
 			for _, e := range events {
-				if _, err := fmt.Fprintf(v.out, "%s\n", e); err != nil {
+				line, err := json.Marshal(e)
+				if err != nil {
+					return fmt.Errorf("encode %s event: %w", stream, err)
+				}
+				if _, err := fmt.Fprintf(v.out, "%s\n", line); err != nil {
 					return err
 				}
 			}
@@ -80,17 +64,18 @@ func newLogsCmd() *cobra.Command {
 			return nil
 		}
 		t := newTable(v.out)
-		for _, raw := range events {
-			var e map[string]any
-			dec := json.NewDecoder(strings.NewReader(string(raw)))
-			dec.UseNumber()
-			if err := dec.Decode(&e); err != nil {
-				return fmt.Errorf("decode %s event: %w", stream, err)
-			}
+		for _, e := range events {
 			t.row(eventTime(e), e["session"], eventFields(e, logStreams[stream]))
 		}
 		return t.flush()
 	})
+}
+
+// number is an event's number field; 0 when it has none.
+func number(v any) float64 {
+	n, _ := v.(json.Number)
+	f, _ := n.Float64()
+	return f
 }
 
 func eventTime(e map[string]any) string {
@@ -174,16 +159,12 @@ func newDropsCmd() *cobra.Command {
 		if n < 1 {
 			return usageErrorf("-n %d: want 1 to 1000", n)
 		}
-		raw, err := v.events("drops", session, n)
+		drops, err := v.api.Events(v.ctx, "drops", client.EventQuery{SessionID: session, N: n})
 		if err != nil {
 			return err
 		}
 		if v.json {
-			return v.printJSON(map[string]any{"events": raw})
-		}
-		drops, err := decodeAll[dropEventWire](raw)
-		if err != nil {
-			return err
+			return v.printJSON(api.EventList{Events: drops})
 		}
 		if len(drops) == 0 {
 			fmt.Fprintf(v.out, "no drops in session %s\n", session)
@@ -191,7 +172,9 @@ func newDropsCmd() *cobra.Command {
 		}
 		t := newTable(v.out, "ID", "REASON", "SCORE", "THRESHOLD", "TOKENS", "WHEN")
 		for _, d := range drops {
-			t.row(d.Chunk, d.Reason, score(d.Score), score(d.Threshold), d.Tokens, when(d.Time))
+			chunk, _ := d["chunk"].(string)
+			reason, _ := d["reason"].(string)
+			t.row(chunk, reason, score(number(d["score"])), score(number(d["threshold"])), int(number(d["tokens"])), eventTime(d))
 		}
 		return t.flush()
 	})

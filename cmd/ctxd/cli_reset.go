@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 
+	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/cobra"
 )
 
@@ -24,7 +24,7 @@ func newResetCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "delete without asking")
 	return clientVerb(cmd, func(v *verb, _ []string) error {
-		sessions, _, err := v.allSessions()
+		sessions, err := v.allSessions()
 		if err != nil {
 			return err
 		}
@@ -36,15 +36,14 @@ func newResetCmd() *cobra.Command {
 			return nil
 		}
 		if !force {
-			if err := confirm(v.in, v.errw, len(sessions), v.api.base); err != nil {
+			if err := confirm(v.in, v.errw, len(sessions), v.api.BaseURL()); err != nil {
 				return err
 			}
 		}
 		deleted := []string{}
 		for _, s := range sessions {
-			_, err := v.api.call(v.ctx, http.MethodDelete, sessionPath(s.ID), nil, nil)
-			var api *apiError
-			if errors.As(err, &api) && api.Status == http.StatusNotFound {
+			err := v.api.DeleteSession(v.ctx, s.ID)
+			if memory.ErrorCode(err) == memory.ENOTFOUND {
 				continue // deleted meanwhile by someone else: the goal is reached
 			}
 			if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/scoring"
 	"github.com/spf13/cobra"
 )
 
@@ -26,26 +28,19 @@ func newSearchCmd() *cobra.Command {
 		default:
 			return usageErrorf("--mode %q: want hybrid, text or vector", mode)
 		}
-		var body struct {
-			Results []searchResultWire `json:"results"`
-		}
-		req := map[string]any{"query": args[0], "k": k, "mode": mode}
-		if session != "" {
-			req["session_id"] = session
-		}
-		raw, err := v.api.post(v.ctx, "/v1/search", req, &body)
+		results, err := v.api.Search(v.ctx, api.SearchIn{Query: args[0], K: k, Mode: mode, SessionID: session})
 		if err != nil {
 			return err
 		}
 		if v.json {
-			return v.printRaw(raw)
+			return v.printJSON(api.SearchOut{Results: results})
 		}
-		if len(body.Results) == 0 {
+		if len(results) == 0 {
 			fmt.Fprintln(v.out, "no results")
 			return nil
 		}
 		t := newTable(v.out, "SCORE", "SESSION", "ID", "ROLE", "STATE", "CONTENT")
-		for _, r := range body.Results {
+		for _, r := range results {
 			t.row(score(r.Score), r.SessionID, r.ID, r.Role, r.State, snippet(r.Content, 70))
 		}
 		return t.flush()
@@ -69,30 +64,29 @@ func newContextCmd() *cobra.Command {
 		if maxTokens < 0 {
 			return usageErrorf("--max-tokens %d: want a positive number, or 0 for the session's default", maxTokens)
 		}
-		var win contextWire
-		req := map[string]any{"prompt": args[1], "explain": explain}
+		req := api.ContextIn{Prompt: args[1], Explain: explain}
 		if maxTokens > 0 {
-			req["max_tokens"] = maxTokens
+			req.MaxTokens = &maxTokens
 		}
-		raw, err := v.api.post(v.ctx, sessionPath(args[0], "context"), req, &win)
+		win, err := v.api.Context(v.ctx, args[0], req)
 		if err != nil {
 			return err
 		}
 		if v.json {
-			return v.printRaw(raw)
+			return v.printJSON(win)
 		}
 		return printWindow(v, win, explain)
 	})
 }
 
-func printWindow(v *verb, win contextWire, explain bool) error {
+func printWindow(v *verb, win *api.Context, explain bool) error {
 	header := []string{"SOURCE", "SCORE", "ROLE", "TOKENS", "ID", "CONTENT"}
 	if explain {
 		header = []string{"SOURCE", "SCORE", "SIM", "REC", "REF", "IMP", "ROLE", "TOKENS", "ID", "CONTENT"}
 	}
 	t := newTable(v.out, header...)
 	for _, m := range win.Messages {
-		role := m.Role
+		role := string(m.Role)
 		if m.Kind != "" {
 			role += "/" + m.Kind
 		}
@@ -100,7 +94,7 @@ func printWindow(v *verb, win contextWire, explain bool) error {
 		if explain {
 			c := m.Components
 			if c == nil {
-				c = &componentsWire{}
+				c = &scoring.Components{}
 			}
 			cells = append(cells, score(c.Similarity), score(c.Recency), score(c.References), score(c.Importance))
 		}

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
+	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/cobra"
 )
 
@@ -21,12 +21,12 @@ func newStatusCmd() *cobra.Command {
 		if len(args) == 1 {
 			return v.statusOne(args[0])
 		}
-		sessions, raw, err := v.allSessions()
+		sessions, err := v.allSessions()
 		if err != nil {
 			return err
 		}
 		if v.json {
-			return v.printJSON(map[string]any{"sessions": raw})
+			return v.printJSON(map[string]any{"sessions": sessions})
 		}
 		if len(sessions) == 0 {
 			fmt.Fprintln(v.out, "no sessions")
@@ -42,13 +42,12 @@ func newStatusCmd() *cobra.Command {
 }
 
 func (v *verb) statusOne(id string) error {
-	var s statusWire
-	raw, err := v.api.get(v.ctx, sessionPath(id), nil, &s)
+	s, err := v.api.Session(v.ctx, id)
 	if err != nil {
 		return err
 	}
 	if v.json {
-		return v.printRaw(raw)
+		return v.printJSON(s)
 	}
 	t := newTable(v.out)
 	t.row("session", s.ID)
@@ -68,23 +67,13 @@ func (v *verb) statusOne(id string) error {
 	return nil
 }
 
-func countsText(c countsWire) string {
+func countsText(c memory.Counts) string {
 	return fmt.Sprintf("active %d, summarized %d, dropped %d, recovered %d", c.Active, c.Summarized, c.Dropped, c.Recovered)
 }
 
 // allSessions lists every session the caller may see, all pages.
-func (v *verb) allSessions() ([]statusWire, []json.RawMessage, error) {
-	raw, err := v.api.pages(v.ctx, "/v1/sessions", "sessions", nil, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]statusWire, len(raw))
-	for i, r := range raw {
-		if err := json.Unmarshal(r, &out[i]); err != nil {
-			return nil, nil, fmt.Errorf("decode session: %w", err)
-		}
-	}
-	return out, raw, nil
+func (v *verb) allSessions() ([]*memory.Status, error) {
+	return collect(v.api.Sessions(v.ctx, listPageSize), 0)
 }
 
 func newSessionsCmd() *cobra.Command {
@@ -95,12 +84,12 @@ func newSessionsCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 	}
 	return clientVerb(cmd, func(v *verb, _ []string) error {
-		sessions, raw, err := v.allSessions()
+		sessions, err := v.allSessions()
 		if err != nil {
 			return err
 		}
 		if v.json {
-			return v.printJSON(map[string]any{"sessions": raw})
+			return v.printJSON(map[string]any{"sessions": sessions})
 		}
 		t := newTable(v.out, "ID", "TOKENS", "WINDOW", "USED", "STATE", "ACTIVE", "SUMMARIZED", "DROPPED", "RECOVERED", "COMPACTIONS", "UPDATED")
 		for _, s := range sessions {

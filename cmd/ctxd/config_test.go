@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxd/ctxd/internal/server"
 )
 
 func TestConfigPrecedence(t *testing.T) {
@@ -16,11 +18,11 @@ func TestConfigPrecedence(t *testing.T) {
 	cmd := newServeCmd()
 	var cfg Config
 	cmd.ResetFlags()
-	bindServeFlags(cmd.Flags(), &cfg)
+	server.BindFlags(cmd.Flags(), &cfg)
 	if err := cmd.Flags().Parse([]string{"--addr", "127.0.0.1:9000"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyLayers(cmd.Flags(), file, func(k string) string { return env[k] }); err != nil {
+	if err := server.ApplyLayers(cmd.Flags(), file, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Addr != "127.0.0.1:9000" {
@@ -48,8 +50,8 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		var cfg Config
 		cmd := newServeCmd()
 		cmd.ResetFlags()
-		bindServeFlags(cmd.Flags(), &cfg)
-		err := applyLayers(cmd.Flags(), file, func(string) string { return "" })
+		server.BindFlags(cmd.Flags(), &cfg)
+		err := server.ApplyLayers(cmd.Flags(), file, func(string) string { return "" })
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("config %q: err = %v, want it to mention %q", c.yaml, err, c.want)
 		}
@@ -86,9 +88,9 @@ func TestConfigConnectionSettings(t *testing.T) {
 	var cfg Config
 	cmd := newServeCmd()
 	cmd.ResetFlags()
-	bindServeFlags(cmd.Flags(), &cfg)
+	server.BindFlags(cmd.Flags(), &cfg)
 	env := map[string]string{"CTXD_READ_HEADER_TIMEOUT": "3s", "CTXD_DISK_SPARE": "0"}
-	if err := applyLayers(cmd.Flags(), file, func(k string) string { return env[k] }); err != nil {
+	if err := server.ApplyLayers(cmd.Flags(), file, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.ReadTimeout != 5*time.Second || cfg.MaxConnsPerIP != 7 || cfg.MaxBodyInFlight != 1<<20 ||

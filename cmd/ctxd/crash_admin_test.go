@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxd/ctxd/internal/server"
 )
 
 // adminKillSeed is what the admin kill rounds start from: a source data dir
@@ -62,8 +64,8 @@ func repairable(t *testing.T, s *adminKillSeed) string {
 	t.Helper()
 	d := t.TempDir()
 	copyDir(t, s.src, d)
-	os.RemoveAll(indexPath(d))
-	os.RemoveAll(coldPath(d))
+	os.RemoveAll(server.IndexPath(d))
+	os.RemoveAll(server.ColdPath(d))
 	return d
 }
 

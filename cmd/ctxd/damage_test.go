@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/internal/server"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -79,7 +80,7 @@ func sameState(t *testing.T, what string, before, after map[string]string) {
 // stopped server's ctxd.db, and its length.
 func recordOffset(t *testing.T, dir, id string) (int, int) {
 	t.Helper()
-	db, err := bolt.Open(storePath(dir), 0o600, &bolt.Options{ReadOnly: true})
+	db, err := bolt.Open(server.StorePath(dir), 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func recordOffset(t *testing.T, dir, id string) (int, int) {
 	if err != nil || len(rec) == 0 {
 		t.Fatalf("record of %s: %v", id, err)
 	}
-	file, err := os.ReadFile(storePath(dir))
+	file, err := os.ReadFile(server.StorePath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func recordOffset(t *testing.T, dir, id string) (int, int) {
 // damageByte flips one byte of the stopped server's ctxd.db in place.
 func damageByte(t *testing.T, dir string, off int) {
 	t.Helper()
-	f, err := os.OpenFile(storePath(dir), os.O_RDWR, 0)
+	f, err := os.OpenFile(server.StorePath(dir), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestCorruptStorePageReported(t *testing.T) {
 	// and count are garbage now.
 	const pageSize = 4096
 	page := off / pageSize * pageSize
-	f, err := os.OpenFile(storePath(dir), os.O_RDWR, 0)
+	f, err := os.OpenFile(server.StorePath(dir), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

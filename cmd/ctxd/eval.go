@@ -11,9 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime/pprof"
 	"slices"
@@ -23,6 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/client"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -504,7 +505,7 @@ func runEval(ctx context.Context, o evalOptions) (_ *evalReport, err error) {
 	defer out.Close()
 
 	rep := &evalReport{Options: o, Conversations: len(convs)}
-	cl, err := connectEval(ctx, o.Server)
+	cl, err := connectEval(ctx, o.Server, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -558,12 +559,11 @@ func runEval(ctx context.Context, o evalOptions) (_ *evalReport, err error) {
 
 // ingest replaces the conversation's session with its turns.
 func (rep *evalReport) ingest(ctx context.Context, cl *evalClient, c *evalConv) error {
-	path := "/v1/sessions/" + c.SessionID
 	// A rerun against the same --server must not store every turn twice.
-	if err := cl.do(ctx, "DELETE", path, nil, nil, http.StatusNotFound); err != nil {
+	if err := errNotFoundOK(cl.DeleteSession(ctx, c.SessionID)); err != nil {
 		return fmt.Errorf("conversation %s: clear session: %w", c.ID, err)
 	}
-	if err := cl.do(ctx, "PUT", path, map[string]any{}, nil); err != nil {
+	if _, err := cl.PutSession(ctx, c.SessionID, nil); err != nil {
 		return fmt.Errorf("conversation %s: create session: %w", c.ID, err)
 	}
 	msgs, skipped, err := evalMessages(c)
@@ -573,19 +573,16 @@ func (rep *evalReport) ingest(ctx context.Context, cl *evalClient, c *evalConv) 
 	rep.SkippedEmpty += skipped
 	for start := 0; start < len(msgs); start += evalBatch {
 		batch := msgs[start:min(start+evalBatch, len(msgs))]
-		var ans struct {
-			IDs        []string        `json:"ids"`
-			Compaction json.RawMessage `json:"compaction"`
-		}
 		t0 := time.Now()
-		if err := cl.do(ctx, "POST", path+"/messages", map[string]any{"messages": batch}, &ans); err != nil {
+		ans, err := cl.Append(ctx, c.SessionID, batch)
+		if err != nil {
 			return fmt.Errorf("conversation %s: store turns %d..%d: %w", c.ID, start, start+len(batch)-1, err)
 		}
 		rep.IngestTime += time.Since(t0)
 		if len(ans.IDs) != len(batch) {
 			return fmt.Errorf("conversation %s: stored %d turns, server answered %d ids", c.ID, len(batch), len(ans.IDs))
 		}
-		if len(ans.Compaction) > 0 && string(ans.Compaction) != "null" {
+		if ans.Compaction != nil {
 			rep.Compactions++
 		}
 		rep.Turns += len(batch)
@@ -593,20 +590,11 @@ func (rep *evalReport) ingest(ctx context.Context, cl *evalClient, c *evalConv) 
 	return nil
 }
 
-// evalMessage is a turn as the eval stores it.
-type evalMessage struct {
-	Role      string         `json:"role"`
-	Content   string         `json:"content"`
-	Name      string         `json:"name,omitempty"`
-	Metadata  map[string]any `json:"metadata"`
-	CreatedAt string         `json:"created_at,omitempty"`
-}
-
 // evalMessages turns a conversation into messages: the speaker in name, the
 // turn id in metadata, the session time as created_at; the first speaker is
 // the user, the other(s) the assistant. Empty turns are skipped (the API
 // refuses empty content) and counted.
-func evalMessages(c *evalConv) (msgs []evalMessage, skipped int, _ error) {
+func evalMessages(c *evalConv) (msgs []api.MessageIn, skipped int, _ error) {
 	var first string
 	for _, t := range c.Turns {
 		if strings.TrimSpace(t.Text) == "" {
@@ -624,7 +612,7 @@ func evalMessages(c *evalConv) (msgs []evalMessage, skipped int, _ error) {
 		if t.Speaker == first {
 			role = "user"
 		}
-		msgs = append(msgs, evalMessage{Role: role, Content: t.Text, Name: t.Speaker,
+		msgs = append(msgs, api.MessageIn{Role: role, Content: t.Text, Name: t.Speaker,
 			Metadata: map[string]any{"turn_id": t.TurnID}, CreatedAt: created})
 	}
 	return msgs, skipped, nil
@@ -645,22 +633,15 @@ func turnIDOf(md map[string]any) string {
 // searchTurns asks one question and maps the hits to turn ids, best first,
 // each once.
 func searchTurns(ctx context.Context, cl *evalClient, session, question string, k int, mode string) ([]string, time.Duration, error) {
-	var ans struct {
-		Results []struct {
-			SessionID string         `json:"session_id"`
-			Metadata  map[string]any `json:"metadata"`
-		} `json:"results"`
-	}
 	t0 := time.Now()
-	err := cl.do(ctx, "POST", "/v1/search",
-		map[string]any{"query": question, "session_id": session, "k": k, "mode": mode}, &ans)
+	results, err := cl.Search(ctx, api.SearchIn{Query: question, SessionID: session, K: k, Mode: mode})
 	took := time.Since(t0)
 	if err != nil {
 		return nil, took, fmt.Errorf("search: %w", err)
 	}
 	ids := []string{} // never null in the results file
 	seen := map[string]bool{}
-	for _, r := range ans.Results {
+	for _, r := range results {
 		// Summaries carry no turn id; they cannot be scored at turn level.
 		id := turnIDOf(r.Metadata)
 		if id == "" || r.SessionID != session || seen[id] {
@@ -672,68 +653,36 @@ func searchTurns(ctx context.Context, cl *evalClient, session, question string, 
 	return ids, took, nil
 }
 
-// evalServer is a throwaway in-process ctxd.
+// evalServer is a throwaway ctxd on a temporary data dir.
 type evalServer struct {
-	url  string
-	main *Main     // in-process; or
-	proc *exec.Cmd // a child `ctxd serve`
-	// exited receives the child's exit
-	exited chan error
-	dir    string
+	url   string
+	main  *Main        // in-process; or
+	child *childServer // a child `ctxd serve`
+	dir   string
 }
 
 // connectEvalProcess is connectEval with a throwaway server in a child
-// process: this executable's `serve` on a temporary data dir and a free
-// loopback port.
-func connectEvalProcess(ctx context.Context) (*evalClient, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("eval server: %w", err)
-	}
+// process: exe's `serve` on a temporary data dir and a free loopback port.
+func connectEvalProcess(ctx context.Context, exe string, hc *http.Client) (*evalClient, error) {
 	dir, err := os.MkdirTemp("", "ctxd-eval-")
 	if err != nil {
 		return nil, fmt.Errorf("eval server: temporary data dir: %w", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	child, err := startChild(exe, dir, os.Stderr)
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("eval server: listen: %w", err)
+		return nil, fmt.Errorf("eval server: %w", err)
 	}
-	addr := ln.Addr().String()
-	ln.Close() // the child listens on it; another process taking it first fails the start below
-	cmd := exec.Command(exe, "serve", "--data-dir", dir, "--addr", addr, "--log-level", "warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("eval server: start %s serve: %w", exe, err)
+	srv := &evalServer{url: child.URL, child: child, dir: dir}
+	cl, err := newEvalClient(srv.url, hc)
+	if err != nil {
+		return nil, errors.Join(err, srv.stop())
 	}
-	srv := &evalServer{url: "http://" + addr, proc: cmd, dir: dir}
-	cl := &evalClient{base: srv.url, desc: "a child `ctxd serve` process (default settings, temporary data dir)", srv: srv,
-		http: &http.Client{Timeout: 5 * time.Minute}}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	srv.exited = exited
-	deadline := time.Now().Add(time.Minute)
-	for {
-		res, err := cl.http.Get(srv.url + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return cl, nil
-			}
-		}
-		select {
-		case err := <-exited:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("eval server: %s serve exited before it was ready: %v", exe, err)
-		case <-ctx.Done():
-			return nil, errors.Join(ctx.Err(), cl.close())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, errors.Join(fmt.Errorf("eval server: not ready after a minute"), cl.close())
-		}
+	cl.desc, cl.srv = "a child `ctxd serve` process (default settings, temporary data dir)", srv
+	if err := waitReady(ctx, cl.Client, time.Minute, child.exited); err != nil {
+		return nil, fmt.Errorf("eval server: %s serve: %w", exe, errors.Join(err, cl.close()))
 	}
+	return cl, nil
 }
 
 func startEvalServer(ctx context.Context) (*evalServer, error) {
@@ -742,7 +691,7 @@ func startEvalServer(ctx context.Context) (*evalServer, error) {
 		return nil, fmt.Errorf("eval server: temporary data dir: %w", err)
 	}
 	var cfg Config
-	bindServeFlags(pflag.NewFlagSet("eval", pflag.ContinueOnError), &cfg)
+	server.BindFlags(pflag.NewFlagSet("eval", pflag.ContinueOnError), &cfg)
 	cfg.DataDir = dir
 	cfg.LogLevel = "warn"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -761,13 +710,8 @@ func startEvalServer(ctx context.Context) (*evalServer, error) {
 
 func (s *evalServer) stop() error {
 	var err error
-	if s.proc != nil {
-		// SIGTERM: the child shuts down as `ctxd serve` does
-		if serr := s.proc.Process.Signal(syscall.SIGTERM); serr != nil {
-			err = fmt.Errorf("signal the server: %w", serr)
-		} else if werr := <-s.exited; werr != nil {
-			err = fmt.Errorf("server exit: %w", werr)
-		}
+	if s.child != nil {
+		err = s.child.stop()
 	} else {
 		err = s.main.Close()
 	}
@@ -782,95 +726,60 @@ func (s *evalServer) stop() error {
 
 // connectEval is a client of the server at --server, or, when server is
 // empty, of a throwaway in-process server, once it is ready. The caller
-// closes it, which stops the in-process server.
-func connectEval(ctx context.Context, server string) (*evalClient, error) {
-	cl := &evalClient{base: strings.TrimRight(server, "/"), http: &http.Client{Timeout: 5 * time.Minute}}
-	cl.desc = cl.base
-	if cl.base == "" {
+// closes it, which stops the in-process server. hc sends the requests
+// (nil: a client of its own).
+func connectEval(ctx context.Context, server string, hc *http.Client) (*evalClient, error) {
+	var srv *evalServer
+	desc := strings.TrimRight(server, "/")
+	if server == "" {
 		var err error
-		if cl.srv, err = startEvalServer(ctx); err != nil {
+		if srv, err = startEvalServer(ctx); err != nil {
 			return nil, err
 		}
-		cl.base, cl.desc = cl.srv.url, "in-process (default settings, temporary data dir)"
-	} else if u, err := url.Parse(cl.base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server: %q is not an http(s) URL", server)
+		server, desc = srv.url, "in-process (default settings, temporary data dir)"
 	}
-	if err := cl.do(ctx, "GET", "/readyz", nil, nil); err != nil {
-		return nil, fmt.Errorf("server at %s is not ready: %w", cl.base, errors.Join(err, cl.close()))
+	cl, err := newEvalClient(server, hc)
+	if err != nil {
+		if srv != nil {
+			err = errors.Join(err, srv.stop())
+		}
+		return nil, fmt.Errorf("--server: %w", err)
+	}
+	cl.desc, cl.srv = desc, srv
+	if _, err := cl.Ready(ctx); err != nil {
+		return nil, fmt.Errorf("server at %s is not ready: %w", cl.BaseURL(), errors.Join(err, cl.close()))
 	}
 	return cl, nil
 }
 
-// evalClient speaks the HTTP API.
+// evalClient is a client of the API for the eval, with the server it
+// started, if any.
 type evalClient struct {
-	base string
-	desc string      // for the report: the URL, or what the in-process server is
-	srv  *evalServer // nil unless in-process
-	http *http.Client
+	*client.Client
+	desc string      // for the report: the URL, or what the throwaway server is
+	srv  *evalServer // nil against --server
 }
 
-// close stops the in-process server, if any.
+// newEvalClient retries a 429 or 503 five times, the first after 100 ms,
+// as the API means them to be (where a retry is safe).
+func newEvalClient(base string, hc *http.Client) (*evalClient, error) {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	c, err := client.New(base, client.WithHTTPClient(hc), client.WithTimeout(5*time.Minute),
+		client.WithRetries(5, 100*time.Millisecond), client.WithUserAgent("ctxd-eval"))
+	if err != nil {
+		return nil, err
+	}
+	return &evalClient{Client: c}, nil
+}
+
+// close stops the throwaway server, if any.
 func (c *evalClient) close() error {
 	if c.srv == nil {
 		return nil
 	}
 	return c.srv.stop()
-}
-
-// do sends in as JSON and decodes a 2xx answer into out. Status codes in ok
-// count as success too; 429 and 503 are retried with backoff, as the API
-// means them to be.
-func (c *evalClient) do(ctx context.Context, method, path string, in, out any, ok ...int) error {
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return fmt.Errorf("%s %s: encode: %w", method, path, err)
-		}
-	}
-	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", method, path, err)
-		}
-		if in != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		res, err := c.http.Do(req)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", method, path, err)
-		}
-		raw, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err != nil {
-			return fmt.Errorf("%s %s: read answer: %w", method, path, err)
-		}
-		switch {
-		case res.StatusCode/100 == 2:
-			if out != nil && len(raw) > 0 {
-				if err := json.Unmarshal(raw, out); err != nil {
-					return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-				}
-			}
-			return nil
-		case slices.Contains(ok, res.StatusCode):
-			return nil
-		case (res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable) && attempt < 5:
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
-			}
-			continue
-		}
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
-			return fmt.Errorf("%s %s: %d %s: %s", method, path, res.StatusCode, e.Error.Code, e.Error.Message)
-		}
-		return fmt.Errorf("%s %s: %d: %.200s", method, path, res.StatusCode, raw)
-	}
 }
 
 // evalScores are score.py's sums and counts. sums[cat][metric][k index].

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/metrics"
 )
 
@@ -68,16 +69,15 @@ func (o *agentOptions) check() error {
 
 // sessionSettings is the PUT body of each session: --policy with the
 // window set (over any context_window in --policy, as the script does).
-func (o *agentOptions) sessionSettings() (map[string]any, error) {
-	settings := map[string]any{}
+func (o *agentOptions) sessionSettings() (*api.SessionIn, error) {
+	settings := &api.SessionIn{}
 	if o.Policy != "" {
 		dec := json.NewDecoder(strings.NewReader(o.Policy))
-		dec.UseNumber() // sent on as written
 		if err := dec.Decode(&settings); err != nil || settings == nil || dec.More() {
 			return nil, usageErrorf("--policy: %q is not a JSON object of session settings", o.Policy)
 		}
 	}
-	settings["context_window"] = o.Window
+	settings.ContextWindow = &o.Window
 	return settings, nil
 }
 
@@ -114,6 +114,24 @@ type agentWindowMessage struct {
 	Content    string          `json:"content"`
 	ToolCalls  []agentToolCall `json:"tool_calls"`
 	ToolCallID *string         `json:"tool_call_id"`
+}
+
+// agentWindow is the window as the replay reads it. The server leaves out
+// an empty tool_call_id, which the script reads as None.
+func agentWindow(msgs []api.WindowMessage) []agentWindowMessage {
+	out := make([]agentWindowMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = agentWindowMessage{ID: m.ID, Role: string(m.Role), Content: m.Content}
+		if m.ToolCallID != "" {
+			out[i].ToolCallID = &m.ToolCallID
+		}
+		for _, tc := range m.ToolCalls {
+			c := agentToolCall{ID: &tc.ID}
+			c.Function.Name, c.Function.Arguments = tc.Function.Name, tc.Function.Arguments
+			out[i].ToolCalls = append(out[i].ToolCalls, c)
+		}
+	}
+	return out
 }
 
 // agentNone stands for Python's None among tool call ids, which are
@@ -226,19 +244,23 @@ func runAgentEval(ctx context.Context, o agentOptions) (_ *agentReport, err erro
 	if err != nil {
 		return nil, err
 	}
+	// A new connection per call, as agent_replay.py's urllib makes: its
+	// latency figures (p50, p99, growth) are the script's, measured alike.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var cl *evalClient
 	if o.Process && o.Server == "" && !runningAsTest() {
-		cl, err = connectEvalProcess(ctx)
+		exe, xerr := os.Executable()
+		if xerr != nil {
+			return nil, fmt.Errorf("agent eval: %w", xerr)
+		}
+		cl, err = connectEvalProcess(ctx, exe, hc)
 	} else {
-		cl, err = connectEval(ctx, o.Server)
+		cl, err = connectEval(ctx, o.Server, hc)
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, cl.close()) }()
-	// A new connection per call, as agent_replay.py's urllib makes: its
-	// latency figures (p50, p99, growth) are the script's, measured alike.
-	cl.http.Transport = &http.Transport{DisableKeepAlives: true}
 	rep := &agentReport{Options: o, ServerDesc: cl.desc, Runs: len(runs)}
 	start := time.Now()
 	for k := range runs {
@@ -265,7 +287,6 @@ func runAgentEval(ctx context.Context, o agentOptions) (_ *agentReport, err erro
 // that turn with the results or messages that follow it.
 func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOptions, acc *agentAcc) error {
 	sid := agentSessionID(run.ID)
-	path := "/v1/sessions/" + sid
 	settings, err := o.sessionSettings()
 	if err != nil {
 		return err
@@ -273,10 +294,10 @@ func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOpti
 	// Against a --server that replayed this run before, the messages
 	// would be stored twice and every figure skewed; the script does not
 	// do this, and on its fresh server it changes nothing.
-	if err := cl.do(ctx, "DELETE", path, nil, nil, http.StatusNotFound); err != nil {
+	if err := errNotFoundOK(cl.DeleteSession(ctx, sid)); err != nil {
 		return fmt.Errorf("run %s: clear session: %w", run.ID, err)
 	}
-	if err := cl.do(ctx, "PUT", path, settings, nil); err != nil {
+	if _, err := cl.PutSession(ctx, sid, settings); err != nil {
 		return fmt.Errorf("run %s: create session: %w", run.ID, err)
 	}
 	msgs := run.Messages
@@ -309,32 +330,22 @@ func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOpti
 	}
 	contentBytes := 0
 	store := func(lo, hi int) error {
-		type wireMessage struct {
-			Role       string          `json:"role"`
-			Content    string          `json:"content"`
-			ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
-			ToolCallID string          `json:"tool_call_id,omitempty"`
-			Pinned     bool            `json:"pinned,omitempty"`
-		}
-		batch := make([]wireMessage, 0, hi-lo)
+		batch := make([]api.MessageIn, 0, hi-lo)
 		for j := lo; j < hi; j++ {
-			w := wireMessage{Role: msgs[j].Role, Content: msgs[j].Content, ToolCallID: msgs[j].ToolCallID}
+			w := api.MessageIn{Role: msgs[j].Role, Content: msgs[j].Content, ToolCallID: msgs[j].ToolCallID}
 			if len(msgs[j].calls) > 0 {
-				w.ToolCalls = msgs[j].ToolCalls
+				// As recorded: the server reads the same fields.
+				if err := json.Unmarshal(msgs[j].ToolCalls, &w.ToolCalls); err != nil {
+					return fmt.Errorf("run %s: message %d: tool_calls: %w", run.ID, j, err)
+				}
 			}
 			batch = append(batch, w)
 		}
 		if lo == 0 && len(batch) > 0 && batch[0].Role == "system" {
 			batch[0].Pinned = true
 		}
-		var ans struct {
-			IDs     []string `json:"ids"`
-			Tokens  []int    `json:"tokens"`
-			Session struct {
-				Tokens int `json:"tokens"`
-			} `json:"session"`
-		}
-		if err := cl.do(ctx, "POST", path+"/messages", map[string]any{"messages": batch}, &ans); err != nil {
+		ans, err := cl.Append(ctx, sid, batch)
+		if err != nil {
 			return fmt.Errorf("run %s: store messages %d..%d: %w", run.ID, lo, hi-1, err)
 		}
 		if len(ans.IDs) != len(batch) || len(ans.Tokens) != len(batch) {
@@ -372,26 +383,17 @@ func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOpti
 		if prompt == "" {
 			prompt = "continue"
 		}
-		var w struct {
-			Messages []agentWindowMessage `json:"messages"`
-			Tokens   float64              `json:"tokens"`
-		}
-		// The latency is the server's answer received whole; decoding it
-		// into Go structs is this client's own work, in the server's
-		// process here, and is left out of the figure.
-		var raw json.RawMessage
+		// The latency is the answer received and decoded, as the script's
+		// urlopen and json.loads.
 		t0 := time.Now()
-		err := cl.do(ctx, "POST", path+"/context", map[string]any{"prompt": prompt, "max_tokens": o.Budget}, &raw)
+		w, err := cl.Context(ctx, sid, api.ContextIn{Prompt: prompt, MaxTokens: &o.Budget})
 		lat = append(lat, time.Since(t0).Seconds())
-		if err == nil {
-			err = json.Unmarshal(raw, &w)
-		}
 		if err != nil {
 			return fmt.Errorf("run %s: context before message %d: %w", run.ID, i, err)
 		}
-		win := w.Messages
+		win := agentWindow(w.Messages)
 		acc.Calls++
-		if w.Tokens > float64(o.Budget) {
+		if w.Tokens > o.Budget {
 			acc.OverBudget++
 		}
 		agentCheckLatest(win, ids[i-1], msgs[i-1].Content, acc)
@@ -446,11 +448,8 @@ func agentReplay(ctx context.Context, cl *evalClient, run *agentRun, o agentOpti
 		note(i, next)
 	}
 
-	var st struct {
-		Compactions int `json:"compactions"`
-		Summaries   int `json:"summaries"`
-	}
-	if err := cl.do(ctx, "GET", path, nil, &st); err != nil {
+	st, err := cl.Session(ctx, sid)
+	if err != nil {
 		return fmt.Errorf("run %s: session status: %w", run.ID, err)
 	}
 	acc.Compactions += st.Compactions

@@ -7,12 +7,12 @@ import (
 	"io"
 	"maps"
 	"math"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/tokenizer"
 )
@@ -137,7 +137,7 @@ func runContextEval(ctx context.Context, cl *evalClient, o evalOptions, convs []
 	// but not yet the ctx- sessions, whose turns and growing summaries
 	// would shift the collection statistics from one question to the next.
 	for _, c := range convs {
-		if err := cl.do(ctx, "DELETE", "/v1/sessions/"+c.CtxSessionID, nil, nil, 404); err != nil {
+		if err := errNotFoundOK(cl.DeleteSession(ctx, c.CtxSessionID)); err != nil {
 			return nil, fmt.Errorf("conversation %s: clear session: %w", c.ID, err)
 		}
 	}
@@ -211,26 +211,16 @@ func runContextEval(ctx context.Context, cl *evalClient, o evalOptions, convs []
 	return r, nil
 }
 
-// ctxStatus is the part of a session status the eval reads.
-type ctxStatus struct {
-	Tokens        int    `json:"tokens"`
-	ContextWindow int    `json:"context_window"`
-	State         string `json:"state"`
-	Compactions   int    `json:"compactions"`
-	Policy        struct {
-		MaxPct float64 `json:"max_context_pct"`
-	} `json:"policy"`
-}
-
-func ctxStatusOf(ctx context.Context, cl *evalClient, session string) (*ctxStatus, error) {
-	var st ctxStatus
-	if err := cl.do(ctx, "GET", "/v1/sessions/"+session, nil, &st); err != nil {
+func ctxStatusOf(ctx context.Context, cl *evalClient, session string) (*memory.Status, error) {
+	st, err := cl.Session(ctx, session)
+	if err != nil {
 		return nil, fmt.Errorf("session %s: status: %w", session, err)
 	}
-	return &st, nil
+	return st, nil
 }
 
-func (st *ctxStatus) hardLimit() int {
+// hardLimit is the session's max_context_pct of its window, in tokens.
+func hardLimit(st *memory.Status) int {
 	pct := st.Policy.MaxPct
 	if pct <= 0 {
 		pct = memory.DefaultPolicy.MaxPct // a server that does not report its policy
@@ -241,15 +231,14 @@ func (st *ctxStatus) hardLimit() int {
 // ingest streams the conversation into a fresh ctx- session, a few turns per
 // write, as an agent would, and records what the window did.
 func (r *ctxReport) ingest(ctx context.Context, cl *evalClient, counter ctxCounter, c *ctxConv) error {
-	path := "/v1/sessions/" + c.CtxSessionID
-	if err := cl.do(ctx, "DELETE", path, nil, nil, 404); err != nil {
+	if err := errNotFoundOK(cl.DeleteSession(ctx, c.CtxSessionID)); err != nil {
 		return fmt.Errorf("conversation %s: clear session: %w", c.ID, err)
 	}
-	var st ctxStatus
-	if err := cl.do(ctx, "PUT", path, map[string]any{"context_window": r.Window}, &st); err != nil {
+	st, err := cl.PutSession(ctx, c.CtxSessionID, &api.SessionIn{ContextWindow: &r.Window})
+	if err != nil {
 		return fmt.Errorf("conversation %s: create session: %w", c.ID, err)
 	}
-	c.stats.HardLimit = st.hardLimit()
+	c.stats.HardLimit = hardLimit(st)
 	msgs, _, err := evalMessages(c.evalConv)
 	if err != nil {
 		return err
@@ -265,16 +254,8 @@ func (r *ctxReport) ingest(ctx context.Context, cl *evalClient, counter ctxCount
 	}
 	for start := 0; start < len(msgs); start += r.Batch {
 		batch := msgs[start:min(start+r.Batch, len(msgs))]
-		var ans struct {
-			IDs        []string  `json:"ids"`
-			Tokens     []int     `json:"tokens"`
-			Session    ctxStatus `json:"session"`
-			Compaction *struct {
-				TokensBefore int    `json:"tokens_before"`
-				Error        string `json:"error"`
-			} `json:"compaction"`
-		}
-		if err := cl.do(ctx, "POST", path+"/messages", map[string]any{"messages": batch}, &ans); err != nil {
+		ans, err := cl.Append(ctx, c.CtxSessionID, batch)
+		if err != nil {
 			return fmt.Errorf("conversation %s: store turns %d..%d: %w", c.ID, start, start+len(batch)-1, err)
 		}
 		if len(ans.IDs) != len(batch) {
@@ -321,37 +302,17 @@ type ctxReach struct {
 func (r *ctxReport) reachable(ctx context.Context, cl *evalClient, c *ctxConv, evidence map[string]bool) (ctxReach, error) {
 	out := ctxReach{states: map[string]int{}}
 	found := map[string]bool{}
-	cursor := ""
-	for {
-		q := url.Values{"state": {"all"}, "limit": {strconv.Itoa(ctxListPage)}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var page struct {
-			Messages []struct {
-				Content  string         `json:"content"`
-				Kind     string         `json:"kind"`
-				State    string         `json:"state"`
-				Metadata map[string]any `json:"metadata"`
-			} `json:"messages"`
-			NextCursor string `json:"next_cursor"`
-		}
-		if err := cl.do(ctx, "GET", "/v1/sessions/"+c.CtxSessionID+"/messages?"+q.Encode(), nil, &page); err != nil {
+	for m, err := range cl.Messages(ctx, c.CtxSessionID, []string{"all"}, ctxListPage) {
+		if err != nil {
 			return out, fmt.Errorf("conversation %s: list messages: %w", c.ID, err)
 		}
-		for _, m := range page.Messages {
-			if m.Kind == memory.KindSummary {
-				continue
-			}
-			out.states[m.State]++
-			if id := turnIDOf(m.Metadata); c.sent[id] != "" && c.sent[id] == m.Content {
-				found[id] = true
-			}
+		if m.Kind == memory.KindSummary {
+			continue
 		}
-		if page.NextCursor == "" || len(page.Messages) == 0 {
-			break
+		out.states[string(m.State)]++
+		if id := turnIDOf(m.Metadata); c.sent[id] != "" && c.sent[id] == m.Content {
+			found[id] = true
 		}
-		cursor = page.NextCursor
 	}
 	out.turns = len(found)
 	for e := range evidence {
@@ -372,21 +333,8 @@ func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter,
 	res.Evidence = len(gold)
 
 	// ctxd.
-	var ans struct {
-		Messages []struct {
-			ID       string         `json:"id"`
-			Content  string         `json:"content"`
-			Kind     string         `json:"kind"`
-			Source   string         `json:"source"`
-			Tokens   int            `json:"tokens"`
-			Metadata map[string]any `json:"metadata"`
-		} `json:"messages"`
-		Tokens    int      `json:"tokens"`
-		Recovered []string `json:"recovered"`
-	}
 	t0 := time.Now()
-	err := cl.do(ctx, "POST", "/v1/sessions/"+c.CtxSessionID+"/context",
-		map[string]any{"prompt": q.Question, "max_tokens": r.Budget}, &ans)
+	ans, err := cl.Context(ctx, c.CtxSessionID, api.ContextIn{Prompt: q.Question, MaxTokens: &r.Budget})
 	res.Latency = time.Since(t0)
 	if err != nil {
 		return res, fmt.Errorf("context: %w", err)
@@ -503,16 +451,8 @@ func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter,
 // for the question, best first; equal scores in conversation order, so that
 // which turns fill the last tokens of the budget does not depend on ids.
 func bm25Ranking(ctx context.Context, cl *evalClient, session, question string, pos map[string]int) ([]string, error) {
-	var ans struct {
-		Results []struct {
-			ID        string         `json:"id"`
-			SessionID string         `json:"session_id"`
-			Score     float64        `json:"score"`
-			Metadata  map[string]any `json:"metadata"`
-		} `json:"results"`
-	}
-	if err := cl.do(ctx, "POST", "/v1/search",
-		map[string]any{"query": question, "session_id": session, "k": evalMaxK, "mode": "text"}, &ans); err != nil {
+	results, err := cl.Search(ctx, api.SearchIn{Query: question, SessionID: session, K: evalMaxK, Mode: "text"})
+	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
 	type hit struct {
@@ -521,7 +461,7 @@ func bm25Ranking(ctx context.Context, cl *evalClient, session, question string, 
 	}
 	var hits []hit
 	seen := map[string]bool{}
-	for _, h := range ans.Results {
+	for _, h := range results {
 		id := turnIDOf(h.Metadata)
 		if id == "" || h.SessionID != session || seen[id] {
 			continue

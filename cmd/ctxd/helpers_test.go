@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 )
 
 // testServer is a real ctxd (store, indexes, tokenizer, HTTP) on loopback.
@@ -24,18 +23,7 @@ type testServer struct {
 	Header http.Header
 }
 
-func testConfig(dir string) Config {
-	var cfg Config
-	bindServeFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), &cfg)
-	cfg.DataDir = dir
-	cfg.LogLevel = "warn"
-	// The limiter is per client IP, and every test client is 127.0.0.1: a
-	// test that sends more than --rate-burst requests (TestHostileInput sends
-	// ~2,000) would see 429s once it runs faster than the race detector
-	// lets it. The limiter's own tests (auth_test.go) turn it on.
-	cfg.RateLimit = 0
-	return cfg
-}
+func testConfig(dir string) Config { return servertest.Config(dir) }
 
 func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer {
 	t.Helper()
@@ -43,12 +31,8 @@ func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer 
 	for _, f := range mutate {
 		f(&cfg)
 	}
-	m := NewMain(cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	m, err := servertest.Run(context.Background(), cfg)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Run(context.Background(), ln); err != nil {
 		t.Fatalf("start server: %v", err)
 	}
 	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ctxd/ctxd/internal/server"
 )
 
 // syncBuffer is a log destination shared by the server's goroutines.
@@ -36,7 +38,7 @@ func startLogged(t *testing.T, mutate func(*Config)) (*testServer, *syncBuffer) 
 	mutate(&cfg)
 	m := NewMain(cfg)
 	out := &syncBuffer{}
-	m.Logger = newLogger(cfg, out)
+	m.Logger = server.NewLogger(cfg, out)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

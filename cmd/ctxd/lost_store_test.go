@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/internal/server"
 )
 
 // A store lost (truncated to 0 bytes, or deleted) next to a data dir's
@@ -25,11 +27,11 @@ func TestLostStore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := t.TempDir()
 			copyDir(t, dir, d)
-			if err := tc.lose(storePath(d)); err != nil {
+			if err := tc.lose(server.StorePath(d)); err != nil {
 				t.Fatal(err)
 			}
-			cold := dirState(t, coldPath(d))
-			storeBefore := dirState(t, d)[filepath.Base(storePath(d))]
+			cold := dirState(t, server.ColdPath(d))
+			storeBefore := dirState(t, d)[filepath.Base(server.StorePath(d))]
 
 			b, err := runBinary(t, d)
 			if err == nil {
@@ -41,13 +43,13 @@ func TestLostStore(t *testing.T) {
 					t.Errorf("refusal lacks %q:\n%s", want, b.Log())
 				}
 			}
-			if got := dirState(t, d)[filepath.Base(storePath(d))]; got != storeBefore {
+			if got := dirState(t, d)[filepath.Base(server.StorePath(d))]; got != storeBefore {
 				t.Errorf("the refused start wrote the store")
 			}
 			if out, errOut, code := runBinaryCmd(t, "verify", "--repair", "--data-dir", d); code == 0 {
 				t.Errorf("verify --repair on a lost store exited 0:\n%s%s", out, errOut)
 			}
-			sameState(t, "verify --repair on a lost store", cold, dirState(t, coldPath(d)))
+			sameState(t, "verify --repair on a lost store", cold, dirState(t, server.ColdPath(d)))
 
 			// Empty on purpose: it starts, and serves nothing.
 			b = mustRunBinary(t, d, "--allow-empty-store")
@@ -68,7 +70,7 @@ func TestLostStore(t *testing.T) {
 			if code == 0 || !strings.Contains(out, "cold_orphan_file") {
 				t.Errorf("verify --repair on an empty store exited %d:\n%s", code, out)
 			}
-			sameState(t, "verify --repair on an empty store", cold, dirState(t, coldPath(d)))
+			sameState(t, "verify --repair on an empty store", cold, dirState(t, server.ColdPath(d)))
 
 			// The mirror brings the cold originals back.
 			out, errOut, code := runBinaryCmd(t, "restore-cold", "--data-dir", d)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/server"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -45,7 +46,7 @@ func seedMatrix(t *testing.T) *matrixSeed {
 // stopped server's ctxd.db.
 func bucketRecordOffset(t *testing.T, dir, bucket, key string) (int, int) {
 	t.Helper()
-	db, err := bolt.Open(storePath(dir), 0o600, &bolt.Options{ReadOnly: true})
+	db, err := bolt.Open(server.StorePath(dir), 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func bucketRecordOffset(t *testing.T, dir, bucket, key string) (int, int) {
 		return nil
 	})
 	db.Close()
-	file, err := os.ReadFile(storePath(dir))
+	file, err := os.ReadFile(server.StorePath(dir))
 	if err != nil || len(rec) == 0 {
 		t.Fatalf("%s record of %s: %v", bucket, key, err)
 	}
@@ -131,11 +132,11 @@ type matrixCase struct {
 
 func matrixCases() []matrixCase {
 	store := func(f func(t *testing.T, p string)) func(*testing.T, string, *matrixSeed) {
-		return func(t *testing.T, dir string, _ *matrixSeed) { f(t, storePath(dir)) }
+		return func(t *testing.T, dir string, _ *matrixSeed) { f(t, server.StorePath(dir)) }
 	}
 	eachIndexFile := func(glob string, f func(t *testing.T, p string)) func(*testing.T, string, *matrixSeed) {
 		return func(t *testing.T, dir string, _ *matrixSeed) {
-			for _, p := range filesUnder(t, indexPath(dir), glob) {
+			for _, p := range filesUnder(t, server.IndexPath(dir), glob) {
 				f(t, p)
 			}
 		}
@@ -151,7 +152,7 @@ func matrixCases() []matrixCase {
 		{name: "store zeroed page of vector records", want: outRefused, says: "the store file is damaged",
 			damage: func(t *testing.T, dir string, s *matrixSeed) {
 				off, _ := bucketRecordOffset(t, dir, "vectors", s.delta[0])
-				f, err := os.OpenFile(storePath(dir), os.O_RDWR, 0)
+				f, err := os.OpenFile(server.StorePath(dir), os.O_RDWR, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -180,12 +181,12 @@ func matrixCases() []matrixCase {
 			})},
 		// The full-text index.
 		{name: "index dir missing", want: outRepaired, says: "rebuilding the full-text index from the store",
-			damage: func(t *testing.T, dir string, _ *matrixSeed) { os.RemoveAll(indexPath(dir)) }},
+			damage: func(t *testing.T, dir string, _ *matrixSeed) { os.RemoveAll(server.IndexPath(dir)) }},
 		{name: "index dir emptied", want: outRepaired, says: "rebuilding the full-text index from the store",
 			damage: func(t *testing.T, dir string, _ *matrixSeed) {
-				entries, _ := os.ReadDir(indexPath(dir))
+				entries, _ := os.ReadDir(server.IndexPath(dir))
 				for _, e := range entries {
-					os.RemoveAll(filepath.Join(indexPath(dir), e.Name()))
+					os.RemoveAll(filepath.Join(server.IndexPath(dir), e.Name()))
 				}
 			}},
 		{name: "index segment truncated", want: outRepaired, says: "rebuilding the full-text index from the store",
@@ -200,7 +201,7 @@ func matrixCases() []matrixCase {
 			damage: eachIndexFile("root.bolt", func(t *testing.T, p string) { os.Remove(p) })},
 		{name: "index newest segment deleted", want: outRepaired, says: "rebuilding the full-text index from the store",
 			damage: func(t *testing.T, dir string, _ *matrixSeed) {
-				segs := filesUnder(t, indexPath(dir), "*.zap")
+				segs := filesUnder(t, server.IndexPath(dir), "*.zap")
 				os.Remove(segs[len(segs)-1])
 			}},
 		// The cold mirror.
@@ -229,7 +230,7 @@ func matrixCases() []matrixCase {
 		// The event logs.
 		{name: "logs truncated JSONL", want: outTolerated,
 			damage: func(t *testing.T, dir string, _ *matrixSeed) {
-				for _, p := range filesUnder(t, logsPath(dir), "*.jsonl") {
+				for _, p := range filesUnder(t, server.LogsPath(dir), "*.jsonl") {
 					if fi, _ := os.Stat(p); fi.Size() > 4 {
 						os.Truncate(p, fi.Size()-3)
 					}
@@ -237,17 +238,17 @@ func matrixCases() []matrixCase {
 			}},
 		{name: "logs garbage lines", want: outTolerated,
 			damage: func(t *testing.T, dir string, _ *matrixSeed) {
-				for _, p := range filesUnder(t, logsPath(dir), "*.jsonl") {
+				for _, p := range filesUnder(t, server.LogsPath(dir), "*.jsonl") {
 					appendTo(t, p, "garbage\x00{{\n")
 				}
 			}},
 		{name: "logs dir unwritable (a file in its place)", want: outRefused, says: "logs",
 			damage: func(t *testing.T, dir string, _ *matrixSeed) {
-				os.RemoveAll(logsPath(dir))
-				os.WriteFile(logsPath(dir), []byte("not a dir"), 0o600)
+				os.RemoveAll(server.LogsPath(dir))
+				os.WriteFile(server.LogsPath(dir), []byte("not a dir"), 0o600)
 			}},
 		{name: "logs dir missing", want: outTolerated,
-			damage: func(t *testing.T, dir string, _ *matrixSeed) { os.RemoveAll(logsPath(dir)) }},
+			damage: func(t *testing.T, dir string, _ *matrixSeed) { os.RemoveAll(server.LogsPath(dir)) }},
 	}
 }
 

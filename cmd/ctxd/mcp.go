@@ -32,14 +32,9 @@ func newMCPCmd() *cobra.Command {
 	fs.StringVar(&f.apiKey, "api-key", "", "API key, sent as a bearer token (env CTXD_API_KEY)")
 	fs.DurationVar(&f.timeout, "timeout", client.DefaultTimeout, "give up on a request to the server after this long")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		server, key := f.endpoint(fs)
-		if f.timeout <= 0 {
-			return usageErrorf("--timeout %s: want a positive duration like 30s", f.timeout)
-		}
-		c, err := client.New(server, client.WithAPIKey(key), client.WithTimeout(f.timeout),
-			client.WithUserAgent("ctxd-mcp"))
+		c, err := f.client(fs)
 		if err != nil {
-			return usageErrorf("--server: %v", err)
+			return err
 		}
 		// stdout carries the protocol: every word for a person goes to stderr.
 		log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -47,7 +42,7 @@ func newMCPCmd() *cobra.Command {
 		if err := c.Health(ctx); err != nil {
 			// Not fatal: the client may start before the server does; each
 			// call says "unavailable" until it is up.
-			log.Warn("the ctxd server does not answer yet; tools will fail until it does", "server", server, "err", err)
+			log.Warn("the ctxd server does not answer yet; tools will fail until it does", "server", c.BaseURL(), "err", err)
 		}
 		s := mcpserver.New(&mcpserver.ClientBackend{Client: c}, mcpserver.Options{Logger: log})
 		err = s.Run(ctx, &mcp.StdioTransport{})

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -78,8 +79,8 @@ type Config struct {
 	Keys []httpapi.Key
 }
 
-// bindServeFlags declares the flags with their defaults.
-func bindServeFlags(fs *pflag.FlagSet, c *Config) {
+// BindFlags declares the flags with their defaults.
+func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.DataDir, "data-dir", "./ctxd-data", "directory for the store, indexes and logs")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
@@ -99,7 +100,7 @@ func bindServeFlags(fs *pflag.FlagSet, c *Config) {
 	fs.BoolVar(&c.AllowEmptyStore, "allow-empty-store", false, "start with a missing or empty store even though the data dir's index or cold mirror holds data (otherwise start refuses: the store was lost)")
 	fs.StringVar(&c.Fusion, "fusion", "", "hybrid search fusion: minmax or rrf (default: the index's measured default)")
 	fs.Float64Var(&c.VectorWeight, "vector-weight", 0, "weight of the vector side in hybrid search, 0..1 (0: the index's default)")
-	fs.Float64Var(&c.ExpansionWeight, "expansion-weight", defaultExpansionWeight, "weight of query expansion words (a query word's nearest GloVe words) in full-text search, against 1 for the query's own words; 0: off")
+	fs.Float64Var(&c.ExpansionWeight, "expansion-weight", index.DefaultExpansionWeight, "weight of query expansion words (a query word's nearest GloVe words) in full-text search, against 1 for the query's own words; 0: off")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); empty: off")
 	fs.StringVar(&c.SummaryURL, "summary-url", "", "OpenAI-compatible chat endpoint for summaries (e.g. http://127.0.0.1:11434/v1); empty: the built-in extractive summarizer. Key from CTXD_SUMMARY_API_KEY or OPENAI_API_KEY")
 	fs.StringVar(&c.SummaryModel, "summary-model", "gpt-4o-mini", "chat model at --summary-url")
@@ -143,9 +144,9 @@ func envName(flag string) string {
 // fileKey is the YAML key of a flag: data-dir -> data_dir.
 func fileKey(flag string) string { return strings.ReplaceAll(flag, "-", "_") }
 
-// applyLayers fills every flag not given on the command line from the
+// ApplyLayers fills every flag not given on the command line from the
 // environment, else from the config file.
-func applyLayers(fs *pflag.FlagSet, configPath string, getenv func(string) string) error {
+func ApplyLayers(fs *pflag.FlagSet, configPath string, getenv func(string) string) error {
 	file := map[string]any{}
 	if configPath != "" {
 		b, err := os.ReadFile(configPath)
@@ -198,8 +199,8 @@ type keyEntry struct {
 	Admin  bool   `yaml:"admin"`
 }
 
-// loadKeys fills c.Keys from --api-keys and the config file's keys section.
-func (c *Config) loadKeys(configPath string) error {
+// LoadKeys fills c.Keys from --api-keys and the config file's keys section.
+func (c *Config) LoadKeys(configPath string) error {
 	keys, err := httpapi.ParseKeys(c.APIKeys)
 	if err != nil {
 		return fmt.Errorf("api-keys: %w", err)

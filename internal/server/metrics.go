@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"github.com/ctxd/ctxd/memory"
@@ -27,11 +27,11 @@ func (m *Main) serveMetrics() {
 	}
 	dir := m.Config.DataDir
 	m.Metrics.WatchSizes(metrics.Sizes{
-		StoreBytes:    metrics.FileBytes(storePath(dir)),
-		IndexBytes:    metrics.DirBytes(indexPath(dir), 0),
+		StoreBytes:    metrics.FileBytes(StorePath(dir)),
+		IndexBytes:    metrics.DirBytes(IndexPath(dir), 0),
 		IndexCounts:   m.Index.Count,
-		ColdBytes:     metrics.DirBytes(coldPath(dir), 0),
-		EventLogBytes: metrics.DirBytes(logsPath(dir), 0),
+		ColdBytes:     metrics.DirBytes(ColdPath(dir), 0),
+		EventLogBytes: metrics.DirBytes(LogsPath(dir), 0),
 	})
 	e := m.HTTP.Echo()
 	m.Metrics.Instrument(e)

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // storeFileEmpty reports whether the store file is missing or 0 bytes: the
 // store is empty, and opening it would write a new one.
 func storeFileEmpty(dataDir string) (bool, error) {
-	st, err := os.Stat(storePath(dataDir))
+	st, err := os.Stat(StorePath(dataDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}
@@ -64,23 +64,23 @@ func refuseLostStore(log *slog.Logger, dataDir string, allow bool) error {
 	what := strings.Join(held, " and ")
 	if allow {
 		log.Warn("starting on an empty store although the data dir holds data, as --allow-empty-store says",
-			"store", storePath(dataDir), "held", what)
+			"store", StorePath(dataDir), "held", what)
 		return nil
 	}
 	return memory.Errorf(memory.ECONFLICT, "data dir %s has an empty or missing store (%s) but %s: "+
 		"the store was lost. Restore it from a backup; or bring the cold originals back from the mirror with "+
 		"`ctxd restore-cold --data-dir %s`; or start empty on purpose with --allow-empty-store "+
-		"(CTXD_ALLOW_EMPTY_STORE, allow_empty_store)", dataDir, storePath(dataDir), what, dataDir)
+		"(CTXD_ALLOW_EMPTY_STORE, allow_empty_store)", dataDir, StorePath(dataDir), what, dataDir)
 }
 
 // derivedData describes what the index and the cold mirror of dataDir hold
 // (nothing: none). An index that cannot be opened says nothing either way.
 func derivedData(dataDir string) ([]string, error) {
 	var held []string
-	x, err := index.Open(indexPath(dataDir), index.Options{ReadOnly: true})
+	x, err := index.Open(IndexPath(dataDir), index.Options{ReadOnly: true})
 	switch {
 	case errors.Is(err, index.ErrInUse):
-		return nil, inUse(dataDir)
+		return nil, InUse(dataDir)
 	case err == nil:
 		wm, werr := x.Watermark()
 		docs, _, cerr := x.Count()
@@ -94,7 +94,7 @@ func derivedData(dataDir string) ([]string, error) {
 	case !errors.Is(err, index.ErrMissing) && !errors.Is(err, index.ErrCorrupt):
 		return nil, err
 	}
-	cold, err := coldstore.OpenReadOnly(coldPath(dataDir))
+	cold, err := coldstore.OpenReadOnly(ColdPath(dataDir))
 	if err != nil {
 		return nil, err
 	}
@@ -106,4 +106,9 @@ func derivedData(dataDir string) ([]string, error) {
 		held = append(held, fmt.Sprintf("its cold mirror holds %d session files", len(files)))
 	}
 	return held, nil
+}
+
+// InUse is the error for a data dir another process holds.
+func InUse(dir string) error {
+	return memory.Errorf(memory.EUNAVAILABLE, "data dir %s is in use (is a ctxd server running? stop it first)", dir)
 }

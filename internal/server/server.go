@@ -1,0 +1,246 @@
+// Package server opens ctxd on a data dir and serves its HTTP API: the
+// store, the indexes, the embedder, the summarizer, the event log and cold
+// store, the service and httpapi, composed as `ctxd serve` runs them and as
+// cmd/ctxd-bench runs them in its own process. Config is every setting of
+// `ctxd serve`, with its flags, environment variables and config file.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
+	"os"
+	"time"
+
+	"github.com/ctxd/ctxd/coldstore"
+	"github.com/ctxd/ctxd/eventlog"
+	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/index"
+	"github.com/ctxd/ctxd/index/glove"
+	"github.com/ctxd/ctxd/index/openai"
+	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/boltstore"
+	"github.com/ctxd/ctxd/metrics"
+	"github.com/ctxd/ctxd/summarize"
+	"github.com/ctxd/ctxd/tokenizer"
+)
+
+// Main is a running server: it opens the store, then the indexes, then the
+// service, then HTTP, and closes them in reverse.
+type Main struct {
+	Config Config
+	Logger *slog.Logger
+
+	Store   *boltstore.Store
+	Index   *index.Index
+	Service *memory.Service
+	Events  *eventlog.Log
+	HTTP    *httpapi.Server
+	Metrics *metrics.Metrics
+	Addr    net.Addr // where HTTP listens, once Run returned
+
+	serveErr chan error
+}
+
+// NewMain returns a Main for cfg.
+func NewMain(cfg Config) *Main {
+	return &Main{Config: cfg, Logger: NewLogger(cfg, os.Stderr)}
+}
+
+func NewLogger(cfg Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// Run opens everything and starts serving on cfg.Addr (or on ln when given).
+// It returns once the server answers requests.
+func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
+	start := time.Now()
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	cfg := m.Config
+	empty, err := storeFileEmpty(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if empty { // checked before opening, which would write a new store
+		if err := refuseLostStore(m.Logger, cfg.DataDir, cfg.AllowEmptyStore); err != nil {
+			return err
+		}
+	}
+	if m.Store, err = boltstore.Open(StorePath(cfg.DataDir), false); err != nil {
+		return err
+	}
+	if !empty {
+		// A new store a start before this one wrote in place of the lost one.
+		if empty, err = storeIsNew(ctx, m.Store); err != nil {
+			return err
+		}
+		if empty {
+			if err := refuseLostStore(m.Logger, cfg.DataDir, cfg.AllowEmptyStore); err != nil {
+				return err
+			}
+		}
+	}
+	if err := m.Store.ReserveDisk(cfg.DiskReserve, cfg.DiskReservePct); err != nil {
+		return err
+	}
+	if err := m.Store.KeepSpare(cfg.DiskSpare); err != nil {
+		// Not fatal: on a full disk the server must start so that sessions
+		// can be deleted; the spare is filled once there is room.
+		m.Logger.Warn("the store's spare file for deletes on a full disk is not whole", "err", err)
+	}
+	emb, err := m.OpenEmbedder(ctx)
+	if err != nil {
+		return err
+	}
+	emb = m.instrument(emb)
+	iopts, err := IndexOptions(cfg)
+	if err != nil {
+		return err
+	}
+	if m.Index, err = index.OpenOrRebuild(m.Logger, IndexPath(cfg.DataDir), iopts, m.Store); err != nil {
+		return err
+	}
+	tok := tokenizer.New()
+	if err := tok.Warm(cfg.Encoding); err != nil {
+		return err
+	}
+	if m.Events, err = eventlog.Open(LogsPath(cfg.DataDir), eventlog.Options{}); err != nil {
+		return err
+	}
+	cold, err := coldstore.Open(ColdPath(cfg.DataDir))
+	if err != nil {
+		return err
+	}
+	summ, err := m.openSummarizer(tok, emb)
+	if err != nil {
+		return err
+	}
+	m.Service = &memory.Service{
+		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger,
+		Summarizer: m.Metrics.Summarizer(summ), Cold: coldstore.Mirror{Store: cold}, Events: m.Metrics.EventLog(m.Events), EventReader: m.Events, Policy: cfg.Policy,
+		Shares:      memory.Shares{Summary: cfg.ShareSummary, Recovered: cfg.ShareRecovered},
+		RecoverNext: cfg.RecoverNext, PurgeInterval: cfg.PurgeInterval,
+		Limits: memory.Limits{
+			MaxMessagesPerCall: cfg.MaxMessagesPerCall, MaxContentBytes: cfg.MaxContentBytes,
+			MaxMetadataKeys: memory.DefaultLimits.MaxMetadataKeys, MaxMetadataBytes: memory.DefaultLimits.MaxMetadataBytes,
+		},
+		Defaults:    memory.Defaults{ContextWindow: cfg.ContextWindow, Encoding: cfg.Encoding},
+		Reembed:     cfg.Reembed,
+		Concurrency: memory.Concurrency{Compactions: cfg.MaxCompactions, Embeds: cfg.MaxEmbeds},
+	}
+	if err := m.Service.Open(ctx); err != nil {
+		return fmt.Errorf("open service: %w", err)
+	}
+	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent,
+		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
+		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, BodyBytesInFlight: cfg.MaxBodyInFlight,
+		Gateway: httpapi.GatewayOptions{
+			OpenAI:    httpapi.Upstream{URL: cfg.UpstreamOpenAIURL, Key: os.Getenv("CTXD_UPSTREAM_OPENAI_API_KEY")},
+			Anthropic: httpapi.Upstream{URL: cfg.UpstreamAnthropicURL, Key: os.Getenv("CTXD_UPSTREAM_ANTHROPIC_API_KEY")},
+			FlushTurn: cfg.GatewayFlush,
+		}})
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		}
+	}
+	m.Addr = ln.Addr()
+	m.serveErr = make(chan error, 1)
+	m.serveMetrics()
+	go func() { m.serveErr <- m.HTTP.Serve(ln) }()
+	if cfg.PprofAddr != "" {
+		go func() {
+			// http.DefaultServeMux holds the handlers net/http/pprof registers.
+			m.Logger.Warn("pprof server stopped", "err", http.ListenAndServe(cfg.PprofAddr, nil))
+		}()
+	}
+	m.Logger.Info("ctxd listening", "addr", m.Addr.String(), "data_dir", cfg.DataDir,
+		"embedder", emb.Model(), "started_in", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// OpenEmbedder opens the embedder the config names: the embedded GloVe
+// model, or an OpenAI-compatible API (the admin verbs embed with it too).
+func (m *Main) OpenEmbedder(ctx context.Context) (memory.Embedder, error) {
+	cfg := m.Config
+	if cfg.EmbedURL == "" {
+		return glove.Default()
+	}
+	key := os.Getenv("CTXD_EMBED_API_KEY")
+	if key == "" {
+		key = os.Getenv("OPENAI_API_KEY")
+	}
+	return openai.NewEmbedder(ctx, openai.Config{BaseURL: cfg.EmbedURL, Model: cfg.EmbedModel, APIKey: key,
+		Dim: cfg.EmbedDim, BatchSize: cfg.EmbedBatch, Timeout: cfg.EmbedTimeout})
+}
+
+func (m *Main) openSummarizer(tok memory.Tokenizer, emb memory.Embedder) (memory.Summarizer, error) {
+	extractive := summarize.NewExtractive(tok, emb)
+	if m.Config.SummaryURL == "" {
+		return extractive, nil
+	}
+	key := os.Getenv("CTXD_SUMMARY_API_KEY")
+	if key == "" {
+		key = os.Getenv("OPENAI_API_KEY")
+	}
+	return summarize.NewLLM(summarize.LLMConfig{BaseURL: m.Config.SummaryURL, Model: m.Config.SummaryModel,
+		APIKey: key, Timeout: m.Config.SummaryTimeout}, tok, extractive)
+}
+
+// IndexOptions are the index settings of cfg. Query expansion uses the
+// embedded GloVe model whatever the embedder: it proposes words, not vectors.
+func IndexOptions(cfg Config) (index.Options, error) {
+	o := index.Options{Fusion: cfg.Fusion, VectorWeight: cfg.VectorWeight, ExpansionWeight: cfg.ExpansionWeight}
+	if cfg.ExpansionWeight <= 0 {
+		return o, nil
+	}
+	var err error
+	o.Expander, err = index.GloveExpander()
+	return o, err
+}
+
+// Close shuts HTTP down (finishing requests in flight), then the service,
+// the index and the store.
+func (m *Main) Close() error {
+	var errs []error
+	if m.HTTP != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+		errs = append(errs, m.HTTP.Shutdown(ctx))
+		cancel()
+		if m.serveErr != nil {
+			errs = append(errs, <-m.serveErr)
+		}
+	}
+	if m.Service != nil {
+		errs = append(errs, m.Service.Close())
+	}
+	if m.Index != nil {
+		errs = append(errs, m.Index.Close())
+	}
+	if m.Events != nil {
+		errs = append(errs, m.Events.Close())
+	}
+	if m.Store != nil {
+		errs = append(errs, m.Store.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,60 @@
+// Package servertest runs the real ctxd server (internal/server: bbolt,
+// Bleve, GloVe, tiktoken, event log, cold store, HTTP) on 127.0.0.1:0 for
+// tests and examples of other packages.
+package servertest
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/ctxd/ctxd/internal/server"
+	"github.com/spf13/pflag"
+)
+
+// Config is `ctxd serve`'s defaults on dir, logging warnings only, with no
+// rate limit: every test client is 127.0.0.1, and a test that sends more
+// than --rate-burst requests would see 429s once it runs faster than the
+// race detector lets it. The limiter's own tests turn it on.
+func Config(dir string) server.Config {
+	var cfg server.Config
+	server.BindFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), &cfg)
+	cfg.DataDir = dir
+	cfg.LogLevel = "warn"
+	cfg.RateLimit = 0
+	return cfg
+}
+
+// Run starts a server of cfg on 127.0.0.1:0; the caller closes it.
+func Run(ctx context.Context, cfg server.Config) (*server.Main, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	m := server.NewMain(cfg)
+	if err := m.Run(ctx, ln); err != nil {
+		ln.Close() // Run serves on ln only once it succeeded
+		return nil, err
+	}
+	return m, nil
+}
+
+// Start runs a server on dir (Config, then each mutate) for tb, closed when
+// tb ends, and returns its URL.
+func Start(tb testing.TB, dir string, mutate ...func(*server.Config)) (string, *server.Main) {
+	tb.Helper()
+	cfg := Config(dir)
+	for _, f := range mutate {
+		f(&cfg)
+	}
+	m, err := Run(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("start server: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			tb.Errorf("close server: %v", err)
+		}
+	})
+	return "http://" + m.Addr.String(), m
+}
