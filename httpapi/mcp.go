@@ -36,8 +36,11 @@ func (s *Server) mountMCP(mw []echo.MiddlewareFunc) {
 	}, mw...)
 }
 
-// heldRefusal passes an answer through, except an error status (4xx, 5xx)
-// and its body, which it keeps for the caller to answer in its own shape.
+// heldRefusal passes an answer through, except a plain-text error (a 4xx
+// or 5xx that is not JSON) and its body, which it keeps for the caller to
+// answer in its own shape. A JSON error is a JSON-RPC error response the
+// protocol sends with an HTTP status of its own (an unknown resource is a
+// 400 with the error in the body): the client reads it, so it passes.
 type heldRefusal struct {
 	http.ResponseWriter
 	status int
@@ -48,7 +51,8 @@ type heldRefusal struct {
 const maxRefusal = 1 << 10
 
 func (w *heldRefusal) WriteHeader(code int) {
-	if code >= 400 && w.status == 0 {
+	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json")
+	if code >= 400 && !isJSON && w.status == 0 {
 		w.status = code
 		return
 	}
