@@ -134,6 +134,9 @@ func exerciseTools(t *testing.T, cs *mcp.ClientSession, cold string) {
 		if err != nil || len(res.Contents) != 1 || !strings.Contains(res.Contents[0].Text, `"id":"trip"`) {
 			t.Errorf("read ctxd://sessions/trip: %v %v", res, err)
 		}
+		if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "ctxd://sessions/no-such-session"}); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Errorf("read a missing session: %v, want resource not found", err)
+		}
 	})
 }
 
