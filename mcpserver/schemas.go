@@ -10,8 +10,7 @@ import (
 
 // schemas are the tools' input schemas: inferred from the input types, with
 // the limits the domain enforces written in, so a model sees them before
-// it calls. Built once: the SDK's schema cache keys a given schema by its
-// pointer, and the HTTP handler builds a server per request.
+// it calls.
 var schemas = struct {
 	search, save, context, recover, get, status *jsonschema.Schema
 }{

@@ -45,9 +45,6 @@ type Options struct {
 	Version string
 	// Logger gets internal errors (their detail never reaches the client).
 	Logger *slog.Logger
-	// SchemaCache, when set, keeps the tools' schemas between servers:
-	// the HTTP handler builds one server per request.
-	SchemaCache *mcp.SchemaCache
 }
 
 // instructions tell the client's model how the tools fit together.
@@ -68,7 +65,7 @@ func New(b Backend, o Options) *mcp.Server {
 		o.Version = buildVersion()
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "ctxd", Title: "ctxd memory", Version: o.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: o.Logger, SchemaCache: o.SchemaCache,
+		&mcp.ServerOptions{Instructions: instructions, Logger: o.Logger,
 			// Tools and resources are all there is: no logging capability.
 			Capabilities: &mcp.ServerCapabilities{}})
 	t := &tools{b: b, log: o.Logger}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ctxd/ctxd/mcpserver"
@@ -78,6 +80,32 @@ func TestMCPTenantIsolationPerTool(t *testing.T) {
 		toolOK(t, csB, mcpserver.ToolSave, map[string]any{"session": "aonly", "content": "bravo's own aonly"})
 		if got := fmtJSON(toolOK(t, csA, mcpserver.ToolSearch, map[string]any{"query": "bravo gate code"})); strings.Contains(got, "5512") || strings.Contains(got, "bravo") {
 			t.Errorf("a finds b's notes: %s", got)
+		}
+	})
+	t.Run("Concurrent", func(t *testing.T) {
+		// One server answers every request: calls of both tenants at once
+		// each run as their own key's tenant.
+		var wg sync.WaitGroup
+		errs := make(chan string, 80)
+		for i := range 8 {
+			wg.Go(func() {
+				for range 10 {
+					cs, wantErr := csA, false
+					if i%2 == 1 {
+						cs, wantErr = csB, true
+					}
+					res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: mcpserver.ToolGet, Arguments: map[string]any{"id": aIDs[0]}})
+					if err != nil || res.IsError != wantErr {
+						errs <- fmt.Sprintf("caller %d: error %v, isError %v, want %v", i, err, res != nil && res.IsError, wantErr)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
 		}
 	})
 	t.Run("resource", func(t *testing.T) {
