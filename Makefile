@@ -1,17 +1,22 @@
 # ctxd: the two commands that matter on a fresh machine are `make run` and `make test`.
 GO      ?= go
 BIN     ?= bin/ctxd
+BENCH_BIN ?= bin/ctxd-bench
 DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build test test-short crash fuzz bench lint vectors eval eval-agent figures clean
+.PHONY: run build build-bench test test-short crash fuzz bench lint vectors eval eval-agent figures clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
 
 build:
 	$(GO) build -o $(BIN) ./cmd/ctxd
+
+# The evaluation, load bench and figures renderer; they run $(BIN) serve as a child.
+build-bench: build
+	$(GO) build -o $(BENCH_BIN) ./cmd/ctxd-bench
 
 # Race detector on, every package, real Bleve/chromem-go/bbolt/tokenizer.
 test:
@@ -77,22 +82,22 @@ vectors:
 
 # LoCoMo dev (../shared/bench) through the API: recall@k and evidence in window.
 BENCH_DIR ?= ../shared/bench/locomo-dev
-eval: build
-	$(BIN) eval --turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --out /tmp/ctxd-eval-results.jsonl
+eval: build-bench
+	$(BENCH_BIN) eval --turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --out /tmp/ctxd-eval-results.jsonl
 
 # Recorded coding-agent runs (../shared/bench/agent-dev) replayed through the API with agent_replay.py's
 # definitions: needed-in-window beside the baseline, compactions, storage, latency growth. About 3 minutes
 # for the 71 runs; AGENT_LIMIT=8 replays the first 8. The figures' JSON goes to /tmp/ctxd-eval-agent.json.
 AGENT_RUNS  ?= ../shared/bench/agent-dev/runs.jsonl
 AGENT_LIMIT ?= 0
-eval-agent: build
-	$(BIN) eval --agent $(AGENT_RUNS) --limit $(AGENT_LIMIT) --out /tmp/ctxd-eval-agent.json
+eval-agent: build-bench
+	$(BENCH_BIN) eval --agent $(AGENT_RUNS) --limit $(AGENT_LIMIT) --ctxd $(BIN) --out /tmp/ctxd-eval-agent.json
 
 # The README's table of figures: eval, agent replay and bench at the full sizes, measured here and written
 # between its markers. It takes minutes and its latencies are this machine's: run it when the machine is quiet.
 BENCH_README ?= $(dir $(BENCH_DIR))README.md
-figures: build
-	$(BIN) figures --messages 100000 --sessions 100 --clients 50 --duration 60s \
+figures: build-bench
+	$(BENCH_BIN) figures --ctxd $(BIN) --messages 100000 --sessions 100 --clients 50 --duration 60s \
 		--turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --floor $(BENCH_README) \
 		--agent-runs $(AGENT_RUNS)
 

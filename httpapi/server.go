@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/ctxd/ctxd/api"
@@ -67,6 +68,13 @@ type Server struct {
 	limiter *middleware.RateLimiterMemoryStore
 	bodies  *bodyBudget // nil: no cap
 	gateway *memory.Gateway
+
+	// mu orders Serve's setting up of echo's http.Server with Shutdown,
+	// which another goroutine calls: without it, a Shutdown right after
+	// Serve began raced with it, and could stop echo's unused default
+	// server and leave Serve running. down: Shutdown was called.
+	mu   sync.Mutex
+	down bool
 }
 
 //go:embed openapi.json
@@ -176,11 +184,17 @@ func (s *Server) Echo() *echo.Echo { return s.e }
 
 // Serve answers on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.down {
+		s.mu.Unlock()
+		return ln.Close()
+	}
 	s.e.Listener = ln
 	o := s.opts
 	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
 		WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout, MaxHeaderBytes: o.MaxHeaderBytes}
 	s.e.Server = srv
+	s.mu.Unlock()
 	limits := &connLimits{max: o.MaxConns, perIP: o.MaxConnsPerIP, byIP: map[string]int{}}
 	err := srv.Serve(&limitedListener{Listener: ln, limits: limits})
 	if errors.Is(err, http.ErrServerClosed) {
@@ -191,7 +205,12 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting connections and waits for requests in flight, so
 // writes already being acknowledged finish.
-func (s *Server) Shutdown(ctx context.Context) error { return s.e.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.down = true
+	s.mu.Unlock()
+	return s.e.Shutdown(ctx)
+}
 
 // requestContext puts the request id in the context, for the domain's logs.
 func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {

@@ -1,34 +1,21 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/internal/clitest"
 )
 
 // cliResult is one run of the binary's command line.
-type cliResult struct {
-	Out, Err string
-	Code     int
-}
+type cliResult = clitest.Result
 
 // runCLI runs the ctxd command line in process as main does, with stdin
 // read from in, and returns what it printed and its exit code.
 func runCLI(t testing.TB, in io.Reader, args ...string) cliResult {
 	t.Helper()
-	if in == nil {
-		in = strings.NewReader("")
-	}
-	root := newRootCmd()
-	var out, errb bytes.Buffer
-	root.SetArgs(args)
-	root.SetIn(in)
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	code := reportError(&errb, root.ExecuteContext(t.Context()))
-	return cliResult{Out: out.String(), Err: errb.String(), Code: code}
+	return clitest.Run(t, newRootCmd(), reportError, in, args...)
 }
 
 // cli runs a client verb against ts; it fails t unless the exit code is want.
@@ -46,25 +33,10 @@ func (ts *testServer) cliIn(t testing.TB, want int, in io.Reader, args ...string
 	return r
 }
 
-func decodeJSON(t testing.TB, s string) map[string]any {
-	t.Helper()
-	var v map[string]any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		t.Fatalf("output is not a JSON object: %v\n%s", err, s)
-	}
-	return v
-}
-
-// lines splits output into its non-empty lines.
-func lines(s string) []string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.TrimSpace(l) != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+var (
+	decodeJSON = clitest.DecodeJSON
+	lines      = clitest.Lines
+)
 
 // setPageSize makes listings page every n items for one test.
 func setPageSize(t *testing.T, n int) {

@@ -22,9 +22,6 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newMCPCmd())
-	root.AddCommand(newEvalCmd())
-	root.AddCommand(newBenchCmd())
-	root.AddCommand(newFiguresCmd())
 	addClientCommands(root)
 	addAdminCommands(root)
 	return root

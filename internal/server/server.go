@@ -28,6 +28,7 @@ import (
 	"github.com/ctxd/ctxd/metrics"
 	"github.com/ctxd/ctxd/summarize"
 	"github.com/ctxd/ctxd/tokenizer"
+	"github.com/spf13/pflag"
 )
 
 // Main is a running server: it opens the store, then the indexes, then the
@@ -243,4 +244,26 @@ func (m *Main) Close() error {
 		errs = append(errs, m.Store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// DefaultConfig is `ctxd serve` given no flag, variable or file.
+func DefaultConfig() Config {
+	var cfg Config
+	BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), &cfg)
+	return cfg
+}
+
+// RunLocal opens a Main of cfg serving on a free loopback port (cfg.Addr is
+// not used); the caller closes it.
+func RunLocal(ctx context.Context, cfg Config) (*Main, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	m := NewMain(cfg)
+	if err := m.Run(ctx, ln); err != nil {
+		ln.Close() // Run serves on ln only once it succeeded
+		return nil, err
+	}
+	return m, nil
 }

@@ -5,11 +5,9 @@ package servertest
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"github.com/ctxd/ctxd/internal/server"
-	"github.com/spf13/pflag"
 )
 
 // Config is `ctxd serve`'s defaults on dir, logging warnings only, with no
@@ -17,8 +15,7 @@ import (
 // than --rate-burst requests would see 429s once it runs faster than the
 // race detector lets it. The limiter's own tests turn it on.
 func Config(dir string) server.Config {
-	var cfg server.Config
-	server.BindFlags(pflag.NewFlagSet("test", pflag.ContinueOnError), &cfg)
+	cfg := server.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.LogLevel = "warn"
 	cfg.RateLimit = 0
@@ -27,16 +24,7 @@ func Config(dir string) server.Config {
 
 // Run starts a server of cfg on 127.0.0.1:0; the caller closes it.
 func Run(ctx context.Context, cfg server.Config) (*server.Main, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	m := server.NewMain(cfg)
-	if err := m.Run(ctx, ln); err != nil {
-		ln.Close() // Run serves on ln only once it succeeded
-		return nil, err
-	}
-	return m, nil
+	return server.RunLocal(ctx, cfg)
 }
 
 // Start runs a server on dir (Config, then each mutate) for tb, closed when

@@ -20,7 +20,7 @@ import (
 	"github.com/ctxd/ctxd/metrics"
 )
 
-// `ctxd eval --agent` is bench/agent_replay.py in Go: it replays recorded
+// `ctxd-bench eval --agent` is bench/agent_replay.py in Go: it replays recorded
 // coding-agent runs through the API as the agent would have used it and
 // measures what the agent's next turn needed against what the window
 // showed, beside a sliding-window baseline. Every figure is defined as the
@@ -28,7 +28,7 @@ import (
 // the two can be compared number for number; the text functions are in
 // eval_agent_names.go.
 
-// agentOptions is what `ctxd eval --agent` is told.
+// agentOptions is what `ctxd-bench eval --agent` is told.
 type agentOptions struct {
 	Runs     string
 	Server   string // empty: an in-process server on a temporary data dir
@@ -37,11 +37,12 @@ type agentOptions struct {
 	Limit    int    // replay the first Limit runs; 0: all
 	Policy   string // JSON object of session settings, PUT with the window
 	Progress io.Writer
-	// Process serves from a `ctxd serve` child process instead of in
-	// this one, as agent_replay.py does: the client's decoding and garbage
+	// Ctxd is the ctxd binary to serve from, as a `ctxd serve` child
+	// process, as agent_replay.py does: the client's decoding and garbage
 	// then do not run in the server's process (the in-process latency
-	// growth was 2.0 where the script measured 1.4).
-	Process bool
+	// growth was 2.0 where the script measured 1.4). Empty: serve in this
+	// process (tests).
+	Ctxd string
 }
 
 const (
@@ -248,12 +249,8 @@ func runAgentEval(ctx context.Context, o agentOptions) (_ *agentReport, err erro
 	// latency figures (p50, p99, growth) are the script's, measured alike.
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var cl *evalClient
-	if o.Process && o.Server == "" && !runningAsTest() {
-		exe, xerr := os.Executable()
-		if xerr != nil {
-			return nil, fmt.Errorf("agent eval: %w", xerr)
-		}
-		cl, err = connectEvalProcess(ctx, exe, hc)
+	if o.Ctxd != "" && o.Server == "" {
+		cl, err = connectEvalProcess(ctx, o.Ctxd, hc)
 	} else {
 		cl, err = connectEval(ctx, o.Server, hc)
 	}
@@ -628,12 +625,4 @@ func pyStr(v any) string {
 		return s
 	}
 	return fmt.Sprint(v)
-}
-
-// runningAsTest reports whether this executable is a Go test binary, which
-// cannot serve as a child `ctxd serve`: the agent replay then serves
-// in-process.
-func runningAsTest() bool {
-	exe, err := os.Executable()
-	return err != nil || strings.HasSuffix(exe, ".test")
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// figuresOptions is what `ctxd figures` is told.
+// figuresOptions is what `ctxd-bench figures` is told.
 type figuresOptions struct {
 	Readme   string
 	Print    bool
@@ -39,9 +39,13 @@ type figuresOptions struct {
 	Floor     string
 	EvalTurns int // at most this many turns of the first conversation; 0: all
 
-	// The recorded coding-agent runs (ctxd eval --agent).
+	// The recorded coding-agent runs (ctxd-bench eval --agent).
 	AgentRuns  string
 	AgentLimit int // the first this many runs; 0: all
+
+	// Ctxd is the ctxd binary the agent replay and the bench's fresh start
+	// run `serve` of, as child processes.
+	Ctxd string
 
 	Command string // the command line, for the header
 }
@@ -60,15 +64,15 @@ func newFiguresCmd() *cobra.Command {
 		Long: "Run the LoCoMo eval (recall@k beside the BM25 floor, evidence in window beside sliding-window and\n" +
 			"BM25 packing), the load bench (ingest, one-client search and context latency at --messages /\n" +
 			"--sessions, --clients for --duration of mixed load, start-up, memory) and the replay of recorded\n" +
-			"coding-agent runs (ctxd eval --agent on --agent-runs) against in-process servers on\n" +
+			"coding-agent runs (ctxd-bench eval --agent on --agent-runs) against in-process servers on\n" +
 			"temporary data dirs, then render a Markdown table of the figures against their goals, with the date,\n" +
 			"commit, machine and this command line, between the markers\n" +
 			"<!-- figures:start --> and <!-- figures:end --> of --readme (or on stdout with --print).\n" +
 			"--save-json keeps the eval and bench JSON reports; --from-json renders from such a directory\n" +
 			"without measuring anything. --quick uses tiny sizes: a smoke run, not figures to publish.",
-		Example: "  ctxd figures                                # the full sizes (make figures)\n" +
-			"  ctxd figures --quick --print\n" +
-			"  ctxd figures --save-json /tmp/fig && ctxd figures --from-json /tmp/fig --print",
+		Example: "  ctxd-bench figures                                # the full sizes (make figures)\n" +
+			"  ctxd-bench figures --quick --print\n" +
+			"  ctxd-bench figures --save-json /tmp/fig && ctxd-bench figures --from-json /tmp/fig --print",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.prepare(cmd.Flags()); err != nil {
@@ -84,6 +88,7 @@ func newFiguresCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Readme, "readme", "README.md", "the file whose "+figuresStart+" ... "+figuresEnd+" block is replaced")
 	f.BoolVar(&o.Print, "print", false, "write the block to stdout instead of --readme")
+	f.StringVar(&o.Ctxd, "ctxd", defaultCtxd, "the ctxd binary whose `serve` the agent replay and the bench's fresh start run as child processes")
 	f.StringVar(&o.FromJSON, "from-json", "", "render from the JSON reports a --save-json run left in this directory; measure nothing")
 	f.StringVar(&o.SaveJSON, "save-json", "", "keep the JSON reports (eval, bench runs, floor, header) in this directory")
 	f.BoolVar(&o.Quick, "quick", false, "tiny sizes for a smoke run (explicit size flags still win); never publish its numbers")
@@ -97,7 +102,7 @@ func newFiguresCmd() *cobra.Command {
 	f.StringVar(&o.Questions, "questions", filepath.Join(bench, "locomo-dev", "questions.jsonl"), "the eval's questions.jsonl")
 	f.StringVar(&o.Floor, "floor", filepath.Join(bench, "README.md"), "Markdown file whose \"floor\" section holds the BM25 floor table (category, R@5, R@10, R@20)")
 	f.IntVar(&o.EvalTurns, "eval-turns", 0, "evaluate only the first conversation, cut to this many turns (0: everything)")
-	f.StringVar(&o.AgentRuns, "agent-runs", filepath.Join(bench, "agent-dev", "runs.jsonl"), "recorded coding-agent runs to replay, as ctxd eval --agent reads them")
+	f.StringVar(&o.AgentRuns, "agent-runs", filepath.Join(bench, "agent-dev", "runs.jsonl"), "recorded coding-agent runs to replay, as ctxd-bench eval --agent reads them")
 	f.IntVar(&o.AgentLimit, "agent-limit", 0, "replay only the first N agent runs (0: all)")
 	return cmd
 }

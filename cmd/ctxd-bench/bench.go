@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -27,10 +26,9 @@ import (
 	"github.com/ctxd/ctxd/client"
 	"github.com/ctxd/ctxd/internal/server"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
-// benchOptions is what `ctxd bench` is told.
+// benchOptions is what `ctxd-bench bench` is told.
 type benchOptions struct {
 	Server      string        `json:"server,omitempty"` // empty: an in-process server
 	ServerPID   int           `json:"server_pid,omitempty"`
@@ -50,6 +48,7 @@ type benchOptions struct {
 	MaxTokens   int           `json:"max_tokens"`
 	Startup     bool          `json:"startup"`
 	StartupExec bool          `json:"startup_exec"` // also time a fresh `ctxd serve` process
+	Ctxd        string        `json:"-"`            // the binary of that process
 	Compact     bool          `json:"compact"`
 	SkipIngest  bool          `json:"skip_ingest"`
 	Timeout     time.Duration `json:"-"`
@@ -101,10 +100,10 @@ func newBenchCmd() *cobra.Command {
 			"--startup stops the in-process server after ingest and times a restart on the same data dir until\n" +
 			"/readyz answers 200 (in-process, and a fresh `ctxd serve` process).\n" +
 			"Sessions named --session-prefix* are replaced before ingest. The exit code is non-zero on any error.",
-		Example: "  ctxd bench                                    # 10k messages, 100 sessions, 20 s of mixed load\n" +
-			"  ctxd bench --messages 100000 --startup --json\n" +
-			"  ctxd bench --tool-share 0 --words 40-80 --duration 0   # ingest of plain chat only\n" +
-			"  ctxd bench --server http://127.0.0.1:8080 --server-pid $(pgrep -n ctxd) --data-dir ./ctxd-data",
+		Example: "  ctxd-bench bench                                    # 10k messages, 100 sessions, 20 s of mixed load\n" +
+			"  ctxd-bench bench --messages 100000 --startup --json\n" +
+			"  ctxd-bench bench --tool-share 0 --words 40-80 --duration 0   # ingest of plain chat only\n" +
+			"  ctxd-bench bench --server http://127.0.0.1:8080 --server-pid $(pgrep -n ctxd) --data-dir ./ctxd-data",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -147,6 +146,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&o.MaxTokens, "max-tokens", o.MaxTokens, "max_tokens of context calls")
 	f.BoolVar(&o.Startup, "startup", false, "after ingest, restart the in-process server on the same data dir and time it until /readyz answers 200")
 	f.BoolVar(&o.StartupExec, "startup-exec", o.StartupExec, "with --startup, also time a fresh \"ctxd serve\" process on the data dir")
+	f.StringVar(&o.Ctxd, "ctxd", defaultCtxd, "with --startup-exec, the ctxd binary to run")
 	f.BoolVar(&o.Compact, "compact", false, "keep the server's default context window (ingest then includes compaction)")
 	f.BoolVar(&o.SkipIngest, "skip-ingest", false, "do not ingest: the sessions already hold the corpus of these --seed/--messages/--sessions/--batch")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "stop the whole run after this long (raise it for 1M messages)")
@@ -414,8 +414,8 @@ type benchRun struct {
 	cl     *client.Client
 	httpc  *http.Client // cl's, whose idle connections a restart closes
 	logw   io.Writer
-	logMu  sync.Mutex // the ingest progress goroutine logs too
-	srv    *Main      // the in-process server, if any
+	logMu  sync.Mutex   // the ingest progress goroutine logs too
+	srv    *server.Main // the in-process server, if any
 	srvDir string
 }
 
@@ -575,18 +575,11 @@ func (r *benchRun) measureMemory(afterIngest benchProcMem) error {
 }
 
 // benchStartServer runs a ctxd with the default settings on dir, on loopback.
-func benchStartServer(ctx context.Context, dir string) (*Main, error) {
-	var cfg Config
-	server.BindFlags(pflag.NewFlagSet("bench", pflag.ContinueOnError), &cfg)
-	cfg.DataDir = dir
-	cfg.LogLevel = "warn"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func benchStartServer(ctx context.Context, dir string) (*server.Main, error) {
+	cfg := server.DefaultConfig()
+	cfg.DataDir, cfg.LogLevel = dir, "warn"
+	m, err := server.RunLocal(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("bench server: listen: %w", err)
-	}
-	m := NewMain(cfg)
-	if err := m.Run(ctx, ln); err != nil {
-		ln.Close() // Run serves on ln only once it succeeded
 		return nil, fmt.Errorf("bench server: start: %w", err)
 	}
 	return m, nil
@@ -747,14 +740,11 @@ func (r *benchRun) startup(ctx context.Context) error {
 	}
 	r.httpc.CloseIdleConnections()
 	if r.o.StartupExec {
-		exe, eerr := os.Executable()
 		switch {
-		case eerr != nil:
-			st.FreshNote = "skipped: " + eerr.Error()
-		case strings.HasSuffix(exe, ".test"):
-			st.FreshNote = "skipped: running as a test binary"
+		case r.o.Ctxd == "":
+			st.FreshNote = "skipped: no --ctxd binary"
 		default:
-			took, mem, cpu, ferr := benchFreshStart(ctx, exe, r.srvDir)
+			took, mem, cpu, ferr := benchFreshStart(ctx, r.o.Ctxd, r.srvDir)
 			if ferr != nil {
 				return ferr
 			}

@@ -314,7 +314,8 @@ func TestFiguresQuickEndToEnd(t *testing.T) {
 	_, err := runFiguresCmd(t, "--quick", "--readme", readme, "--save-json", saved,
 		"--turns", evalTurns, "--questions", evalQuestions, "--floor", filepath.Join(figuresFixture, "floor.md"),
 		"--messages", "300", "--sessions", "3", "--ingest-messages", "200", "--clients", "4",
-		"--duration", "1s", "--latency-duration", "1s", "--agent-runs", writeAgentRun(t, "quick"))
+		"--duration", "1s", "--latency-duration", "1s", "--agent-runs", writeAgentRun(t, "quick"),
+		"--ctxd", "") // serve in this process: a test has no bin/ctxd
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,9 +328,9 @@ func TestFiguresQuickEndToEnd(t *testing.T) {
 		t.Fatalf("the README outside the markers changed:\n%s", doc)
 	}
 	block := strings.TrimSuffix(strings.TrimPrefix(doc, head), tail)
-	for _, s := range []string{"--quick: smoke-run sizes", "command: `ctxd figures --agent-limit=1 --agent-runs=", " --clients=4 --duration=1s",
+	for _, s := range []string{"--quick: smoke-run sizes", "command: `ctxd-bench figures --agent-limit=1 --agent-runs=", " --clients=4 --ctxd='' --duration=1s",
 		"| ingest of the bench data set, 300 messages / 3 sessions", "| ingest, 200 chat messages",
-		"in-process restart to /readyz 200 (no fresh process: skipped: running as a test binary)",
+		"in-process restart to /readyz 200 (no fresh process: skipped: no --ctxd binary)",
 		"| 4 clients for ", ", 0 errors;", "| recall@5/10/20, overall (n=", "| evidence in window, overall (n=",
 		"| agent replay, needed-in-window (names the next turn uses from more than 6 messages back, shown in context): 1 recorded coding-agent runs, 16,000-token window, 12,000-token budget | ",
 		"(baseline 100.0: system prompt, task and the newest messages that fit; 5 names)"} {

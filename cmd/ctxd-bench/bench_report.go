@@ -31,7 +31,7 @@ func (r *benchReport) writeText(w io.Writer) error {
 	defer r.mu.Unlock()
 	o := r.Options
 	var b strings.Builder
-	fmt.Fprintf(&b, "ctxd bench: server %s\n", r.Server)
+	fmt.Fprintf(&b, "ctxd-bench bench: server %s\n", r.Server)
 	fmt.Fprintf(&b, "  seed %d, %d messages, %d sessions, batches of %d, %d clients, words %d-%d, tool share %.2f, search %s k=%d\n",
 		o.Seed, o.Messages, o.Sessions, o.Batch, o.Clients, o.WordsMin, o.WordsMax, o.ToolShare, o.Mode, o.K)
 	fmt.Fprintf(&b, "  load average (1/5/15 min): start %s", r.LoadAvg["start"])

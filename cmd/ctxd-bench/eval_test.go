@@ -69,7 +69,7 @@ func TestEvalServerRerun(t *testing.T) {
 		}
 	}
 	for session, want := range map[string]float64{"eval-syn-1": 11, "eval-syn_2": 9} {
-		st := ts.mustDo(200, "GET", "/v1/sessions/"+session, nil)
+		st := ts.sessionStatus(t, session)
 		if got := st["messages"].(map[string]any)["active"]; got != want {
 			t.Errorf("%s holds %v active messages after two runs, want %v", session, got, want)
 		}

@@ -131,7 +131,7 @@ func TestEvalContext(t *testing.T) {
 	}
 
 	// The session is the server's, as the report says.
-	st := ts.mustDo(200, "GET", "/v1/sessions/ctx-syn-long", nil)
+	st := ts.sessionStatus(t, "ctx-syn-long")
 	if got := st["compactions"]; got != float64(s.Compactions) {
 		t.Errorf("server counts %v compactions, report %d", got, s.Compactions)
 	}

@@ -65,7 +65,7 @@ func measureFigures(ctx context.Context, o figuresOptions, logw io.Writer) (figu
 // then measures one client's latency and the mixed load on it.
 func figuresBench(ctx context.Context, o figuresOptions, dir string, docs figuresDocs, logw io.Writer) error {
 	base := benchDefaults()
-	base.Messages, base.Sessions, base.DataDir = o.Messages, o.Sessions, dir
+	base.Messages, base.Sessions, base.DataDir, base.Ctxd = o.Messages, o.Sessions, dir, o.Ctxd
 
 	build := base
 	build.Clients, build.Duration, build.Startup = figIngestClients, 0, true
@@ -220,6 +220,6 @@ func evalSubset(turnsPath, questionsPath, dir string, n int) (string, string, er
 func figuresAgent(ctx context.Context, o figuresOptions, logw io.Writer) ([]byte, error) {
 	fmt.Fprintf(logw, "figures: agent replay of %s\n", o.AgentRuns)
 	rep, err := runAgentEval(ctx, agentOptions{Runs: o.AgentRuns, Window: agentDefaultWindow, Budget: agentDefaultBudget,
-		Limit: o.AgentLimit, Progress: logw, Process: true})
+		Limit: o.AgentLimit, Progress: logw, Ctxd: o.Ctxd})
 	return figuresJSON(rep, err)
 }

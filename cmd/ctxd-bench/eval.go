@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -28,7 +27,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// evalOptions is what `ctxd eval` is told.
+// evalOptions is what `ctxd-bench eval` is told.
 type evalOptions struct {
 	Turns           string
 	Questions       string
@@ -59,7 +58,7 @@ func newEvalCmd() *cobra.Command {
 	var cpuProfile string
 	cmd := &cobra.Command{
 		Use: "eval --turns turns.jsonl --questions questions.jsonl --out results.jsonl\n" +
-			"  ctxd eval --agent runs.jsonl [--limit N] [--policy JSON] [--out figures.json]",
+			"  ctxd-bench eval --agent runs.jsonl [--limit N] [--policy JSON] [--out figures.json]",
 		Short: "Measure evidence retrieval on a long-conversation benchmark (e.g. LoCoMo), or replay agent runs",
 		Long: "Store each conversation of --turns as one session (eval-<conv_id>, replaced if it exists), ask every\n" +
 			"question of --questions through POST /v1/search, write the ranked turn ids to --out in the format\n" +
@@ -81,9 +80,9 @@ func newEvalCmd() *cobra.Command {
 			"messages back, beside a baseline of the system prompt, the task and the newest messages that fit the\n" +
 			"budget; then the turn and its results are stored. It prints the script's figures (--json: as JSON;\n" +
 			"--out: the JSON into a file too). Without --server the data dir's size is measured as well.",
-		Example: "  ctxd eval --turns bench/locomo-dev/turns.jsonl --questions bench/locomo-dev/questions.jsonl \\\n" +
+		Example: "  ctxd-bench eval --turns bench/locomo-dev/turns.jsonl --questions bench/locomo-dev/questions.jsonl \\\n" +
 			"    --out /tmp/results.jsonl -k 5,10,20 --mode hybrid --window 4096 --budget 2048\n" +
-			"  ctxd eval --agent bench/agent-dev/runs.jsonl --limit 8 --policy '{\"target_pct\": 0.3}'",
+			"  ctxd-bench eval --agent bench/agent-dev/runs.jsonl --limit 8 --policy '{\"target_pct\": 0.3}'",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Cancel on ^C so the temporary data dir is still removed.
@@ -149,11 +148,15 @@ func newEvalCmd() *cobra.Command {
 	f.StringVar(&ao.Runs, "agent", "", "replay the recorded agent runs of this JSONL file instead (see above); --turns and --questions do not apply")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this file, for go tool pprof")
 	f.IntVar(&ao.Limit, "limit", 0, "with --agent: replay only the first N runs (0: all)")
+	f.StringVar(&ao.Ctxd, "ctxd", defaultCtxd, "with --agent: the ctxd binary whose `serve` the replay runs as a child process (unless --server); \"\": serve in this process")
 	f.StringVar(&ao.Policy, "policy", "", "with --agent: JSON object of session settings PUT with the window, e.g. '{\"target_pct\": 0.3}'")
 	return cmd
 }
 
 // evalLoCoMoFlags are the flags of the LoCoMo eval, which --agent does not read.
+// defaultCtxd is where `make build` puts the ctxd binary.
+const defaultCtxd = "bin/ctxd"
+
 var evalLoCoMoFlags = []string{"turns", "questions", "k", "mode", "skip-adversarial", "no-context", "misses", "context-batch"}
 
 // checkEvalFlags requires the LoCoMo eval's files (cobra's required flags
@@ -169,7 +172,7 @@ func checkEvalFlags(fs *pflag.FlagSet) error {
 		// cobra's own wording, which the exit code recognises as a usage error
 		return fmt.Errorf(`required flag(s) "%s" not set`, strings.Join(missing, `", "`))
 	}
-	for _, name := range []string{"limit", "policy"} {
+	for _, name := range []string{"limit", "policy", "ctxd"} {
 		if fs.Changed(name) {
 			return usageErrorf("--%s: only with --agent", name)
 		}
@@ -177,7 +180,7 @@ func checkEvalFlags(fs *pflag.FlagSet) error {
 	return nil
 }
 
-// runAgentEvalCmd is `ctxd eval --agent`: the flags it shares with the
+// runAgentEvalCmd is `ctxd-bench eval --agent`: the flags it shares with the
 // LoCoMo eval (eo) with the script's window and budget unless given, the
 // figures on stdout, the JSON into --out.
 func runAgentEvalCmd(ctx context.Context, cmd *cobra.Command, o agentOptions, eo evalOptions, asJSON bool) error {
@@ -194,7 +197,7 @@ func runAgentEvalCmd(ctx context.Context, cmd *cobra.Command, o agentOptions, eo
 	if fs.Changed("budget") {
 		o.Budget = eo.Budget
 	}
-	o.Progress, o.Process = cmd.ErrOrStderr(), true
+	o.Progress = cmd.ErrOrStderr()
 	rep, err := runAgentEval(ctx, o)
 	if err != nil {
 		return err
@@ -656,7 +659,7 @@ func searchTurns(ctx context.Context, cl *evalClient, session, question string, 
 // evalServer is a throwaway ctxd on a temporary data dir.
 type evalServer struct {
 	url   string
-	main  *Main        // in-process; or
+	main  *server.Main // in-process; or
 	child *childServer // a child `ctxd serve`
 	dir   string
 }
@@ -690,18 +693,10 @@ func startEvalServer(ctx context.Context) (*evalServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eval server: temporary data dir: %w", err)
 	}
-	var cfg Config
-	server.BindFlags(pflag.NewFlagSet("eval", pflag.ContinueOnError), &cfg)
-	cfg.DataDir = dir
-	cfg.LogLevel = "warn"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	cfg := server.DefaultConfig()
+	cfg.DataDir, cfg.LogLevel = dir, "warn"
+	m, err := server.RunLocal(ctx, cfg)
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("eval server: listen: %w", err)
-	}
-	m := NewMain(cfg)
-	if err := m.Run(ctx, ln); err != nil {
-		ln.Close() // Run serves on ln only once it succeeded
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("eval server: start: %w", err)
 	}
@@ -936,7 +931,7 @@ func (rep *evalReport) ingestRate() float64 {
 func (rep *evalReport) writeText(w io.Writer) error {
 	o := rep.Options
 	rep.Scores.writeTables(w, o.Questions, o.Out)
-	fmt.Fprintf(w, "\n# ctxd eval: mode=%s server=%s\n", o.Mode, rep.ServerDesc)
+	fmt.Fprintf(w, "\n# ctxd-bench eval: mode=%s server=%s\n", o.Mode, rep.ServerDesc)
 	fmt.Fprintf(w, "# ingest: %d conversations, %d turns in %.2fs = %.1f turns/s", rep.Conversations, rep.Turns,
 		rep.IngestTime.Seconds(), rep.ingestRate())
 	if rep.SkippedEmpty > 0 {

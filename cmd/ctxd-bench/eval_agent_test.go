@@ -157,7 +157,7 @@ func TestEvalAgentReplay(t *testing.T) {
 	// and the figure is the server's own count per 100 messages.
 	_, small := run(600, 500)
 	checkFigures(t, "window 600", small, counts)
-	st := ts.sessionStatus(sid)
+	st := ts.sessionStatus(t, sid)
 	compactions, _ := st["compactions"].(float64)
 	if compactions < 1 {
 		t.Fatalf("window 600: the session never compacted: %v", st)
@@ -209,7 +209,7 @@ func TestEvalAgentCLI(t *testing.T) {
 		doc["budget"] != 12000.0 || doc["storage_bytes_per_content_byte"] != nil || string(b) != r.Out {
 		t.Errorf("--out JSON:\n%s\nstdout:\n%s", b, r.Out)
 	}
-	st := ts.sessionStatus("agent-cli")
+	st := ts.sessionStatus(t, "agent-cli")
 	if pol, _ := st["policy"].(map[string]any); pol == nil || pol["target_pct"] != 0.3 {
 		t.Errorf("--policy not applied: %v", st["policy"])
 	}

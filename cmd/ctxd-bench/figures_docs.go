@@ -15,12 +15,12 @@ import (
 const (
 	figDocMeta    = "meta.json"    // the header: date, commit, machine, command
 	figDocFloor   = "floor.json"   // the BM25 floor per category
-	figDocEval    = "eval.json"    // `ctxd eval --json`
-	figDocIngest  = "ingest.json"  // `ctxd bench --json`: the ingest goal's run
+	figDocEval    = "eval.json"    // `ctxd-bench eval --json`
+	figDocIngest  = "ingest.json"  // `ctxd-bench bench --json`: the ingest goal's run
 	figDocBench   = "bench.json"   // the bench-size ingest and start-up
 	figDocLatency = "latency.json" // one client on the bench data set
 	figDocLoad    = "load.json"    // --clients for --duration on it
-	figDocAgent   = "agent.json"   // `ctxd eval --agent --json`: the agent replay
+	figDocAgent   = "agent.json"   // `ctxd-bench eval --agent --json`: the agent replay
 )
 
 var figDocNames = []string{figDocMeta, figDocFloor, figDocEval, figDocIngest, figDocBench, figDocLatency, figDocLoad, figDocAgent}
@@ -66,7 +66,7 @@ type figuresMeta struct {
 	Command   string `json:"command"`
 }
 
-// figEval is the part of `ctxd eval --json` the table reads.
+// figEval is the part of `ctxd-bench eval --json` the table reads.
 type figEval struct {
 	K      []int                         `json:"k"`
 	Mode   string                        `json:"mode"`
@@ -85,7 +85,7 @@ type figEval struct {
 	} `json:"context"`
 }
 
-// figAgent is `ctxd eval --agent --json`: the agent replay's figures under
+// figAgent is `ctxd-bench eval --agent --json`: the agent replay's figures under
 // agent_replay.py's names. Those the script may leave out are pointers.
 type figAgent struct {
 	Runs          int      `json:"runs"`

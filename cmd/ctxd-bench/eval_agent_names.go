@@ -8,7 +8,7 @@ import (
 )
 
 // The agent replay's definitions of what a turn needs, character for
-// character those of bench/agent_replay.py, so that `ctxd eval --agent`
+// character those of bench/agent_replay.py, so that `ctxd-bench eval --agent`
 // and the script count the same names and the same lines.
 //
 // Go's regexp is RE2 and Python's re a backtracking engine, but for these
