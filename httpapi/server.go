@@ -163,6 +163,7 @@ func New(svc *memory.Service, opts Options) *Server {
 	v1.PATCH("/messages/:id", s.patchMessage, body...)
 	v1.DELETE("/messages/:id", s.deleteMessage, mw...)
 	v1.GET("/events/:stream", s.listEvents, mw...)
+	s.mountMCP(body)
 	// Without the request timeout: an export takes as long as the store is
 	// large; the export bounds each write instead (DefaultExportStall).
 	v1.GET("/export", s.export, s.admit)

@@ -14,7 +14,11 @@ const (
 // ValidEncoding reports whether the server can count tokens in enc.
 func ValidEncoding(enc string) bool { return enc == EncodingO200k || enc == EncodingCL100k }
 
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}$`)
+// SessionIDPattern is API.md's rule for session ids, as a regular
+// expression (the MCP tools' input schemas carry it too).
+const SessionIDPattern = `^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}$`
+
+var sessionIDPattern = regexp.MustCompile(SessionIDPattern)
 
 // ValidateSessionID checks an id against API.md: 1 to 128 characters of
 // [A-Za-z0-9._:-], not starting with a dot (so no id is a path like "..").

@@ -40,9 +40,16 @@ console.log(JSON.stringify({ first: first.choices[0].message.content, streamed, 
 // installNodeSDKs installs the SDKs from npm into a directory kept between
 // runs; it skips the test where node or the registry is unreachable.
 func installNodeSDKs(t *testing.T) string {
+	return installNodePackages(t, "ctxd-gateway-node-sdks", nodeSDKs)
+}
+
+// installNodePackages installs the packages a package.json names into
+// the cache directory dirName, kept between runs, and returns it; it skips
+// the test with -short or where node or the registry is unreachable.
+func installNodePackages(t *testing.T, dirName, packageJSON string) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("installs the openai and @anthropic-ai/sdk npm packages; skipped with -short")
+		t.Skipf("installs npm packages (%s); skipped with -short", packageJSON)
 	}
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -53,11 +60,11 @@ func installNodeSDKs(t *testing.T) string {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "ctxd-gateway-node-sdks")
+	dir := filepath.Join(cache, dirName)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(nodeSDKs), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(packageJSON), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -68,6 +75,30 @@ func installNodeSDKs(t *testing.T) string {
 		t.Skipf("npm could not install the SDKs (registry unreachable?): %v\n%s", err, out)
 	}
 	return dir
+}
+
+// runNodeScript writes script into dir (where installNodePackages put its
+// packages) as name, runs it with env added, and returns what it printed.
+func runNodeScript(t *testing.T, dir, name, script string, env ...string) []byte {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", path)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("node %s: %v\n%s\n%s", name, err, out, stderr)
+	}
+	return out
 }
 
 func TestGatewayNodeSDKs(t *testing.T) {
@@ -99,23 +130,7 @@ func TestGatewayNodeSDKs(t *testing.T) {
 		c.UpstreamOpenAIURL = up.URL + "/v1"
 		c.UpstreamAnthropicURL = up.URL
 	})
-	script := filepath.Join(dir, "gateway.mjs")
-	if err := os.WriteFile(script, []byte(nodeScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+ts.URL+"/v1", "ANTHROPIC_BASE_URL="+ts.URL)
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("node: %v\n%s\n%s", err, out, stderr)
-	}
+	out := runNodeScript(t, dir, "gateway.mjs", nodeScript, "OPENAI_BASE_URL="+ts.URL+"/v1", "ANTHROPIC_BASE_URL="+ts.URL)
 	var got map[string]string
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("node printed %s: %v", out, err)

@@ -21,6 +21,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCmd())
+	root.AddCommand(newMCPCmd())
 	addClientCommands(root)
 	addAdminCommands(root)
 	return root

@@ -1,0 +1,50 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sessionURIPrefix and sessionURITemplate name a session as a resource.
+const (
+	sessionURIPrefix   = "ctxd://sessions/"
+	sessionURITemplate = sessionURIPrefix + "{id}"
+)
+
+// SessionURI is the resource URI of a session.
+func SessionURI(id string) string { return sessionURIPrefix + url.PathEscape(id) }
+
+// readSession answers resources/read of ctxd://sessions/{id}: the session's
+// status as session_status reports it. A session that does not exist (or
+// is another tenant's) is the protocol's "resource not found".
+func (t *tools) readSession(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	id, err := url.PathUnescape(strings.TrimPrefix(uri, sessionURIPrefix))
+	if err != nil {
+		err = memory.Errorf(memory.EINVALID, "not a valid URI: %v", err)
+	} else {
+		err = memory.ValidateSessionID(id)
+	}
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %s", uri, memory.ErrorMessage(err))}
+	}
+	st, err := t.b.Session(ctx, id)
+	if memory.ErrorCode(err) == memory.ENOTFOUND {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if err != nil {
+		return nil, toolError(ctx, t.log, "resource "+uri, err)
+	}
+	body, err := json.Marshal(toStatus(st))
+	if err != nil {
+		return nil, fmt.Errorf("encode session %s: %w", id, err)
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(body)}}}, nil
+}
