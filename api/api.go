@@ -258,3 +258,20 @@ const (
 	// TenantHeader lets an admin key act as another tenant.
 	TenantHeader = "X-Ctxd-Tenant"
 )
+
+// Headers of the gateway's model endpoints (POST /v1/chat/completions,
+// POST /v1/messages), where the provider's key keeps Authorization or
+// x-api-key.
+const (
+	// GatewayKeyHeader carries ctxd's own API key.
+	GatewayKeyHeader = "X-Ctxd-Key"
+	// GatewaySessionHeader names the session of a call, and answers it.
+	GatewaySessionHeader = "X-Ctxd-Session"
+	// GatewayContextWindowHeader overrides the model's window, in tokens.
+	GatewayContextWindowHeader = "X-Ctxd-Context-Window"
+	// What ctxd did for the call: the window's tokens in ctxd's count,
+	// whether a compaction ran, and how many cold messages came back.
+	GatewayTokensHeader    = "X-Ctxd-Tokens"
+	GatewayCompactedHeader = "X-Ctxd-Compacted"
+	GatewayRecoveredHeader = "X-Ctxd-Recovered"
+)

@@ -165,6 +165,11 @@ type request struct {
 	safe bool
 	// stream: the timeout bounds only the wait for the answer to begin.
 	stream bool
+	// gateway: a model call through the gateway. The API key goes in
+	// X-Ctxd-Key (the provider's key keeps Authorization), and an answer
+	// that ctxd relayed (it names the session) is the upstream's, returned
+	// whatever its status.
+	gateway bool
 }
 
 // do sends r and decodes a 2xx answer into out (when not nil).
@@ -271,11 +276,16 @@ func (c *Client) attempt(ctx context.Context, r request, u string, body []byte) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Accept", "application/json")
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
+	}
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
 	}
-	if c.key != "" {
+	switch {
+	case c.key != "" && r.gateway:
+		req.Header.Set(api.GatewayKeyHeader, c.key)
+	case c.key != "":
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	if c.tenant != "" {
@@ -306,7 +316,7 @@ func (c *Client) attempt(ctx context.Context, r request, u string, body []byte) 
 		}
 		return nil, nil, &TransportError{Method: r.method, URL: u, Err: err}
 	}
-	if res.StatusCode/100 != 2 {
+	if res.StatusCode/100 != 2 && !(r.gateway && res.Header.Get(api.GatewaySessionHeader) != "") {
 		defer stop()
 		defer res.Body.Close()
 		raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))

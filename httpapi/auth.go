@@ -115,7 +115,7 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 
 // KeyHeader carries ctxd's API key on the gateway's model endpoints, where
 // Authorization (and x-api-key) belong to the upstream provider.
-const KeyHeader = "X-Ctxd-Key"
+const KeyHeader = api.GatewayKeyHeader
 
 // admitGateway is admit for the model endpoints: ctxd's key in KeyHeader.
 func (s *Server) admitGateway(next echo.HandlerFunc) echo.HandlerFunc {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/labstack/echo/v4"
 )
@@ -39,13 +40,14 @@ type GatewayOptions struct {
 	FlushTurn bool
 }
 
-// Gateway response headers: what ctxd did for this call.
+// Gateway headers (declared in api): the session and window asked for,
+// and what ctxd did for this call.
 const (
-	SessionHeader       = "X-Ctxd-Session"
-	ContextWindowHeader = "X-Ctxd-Context-Window"
-	tokensHeader        = "X-Ctxd-Tokens"
-	compactedHeader     = "X-Ctxd-Compacted"
-	recoveredHeader     = "X-Ctxd-Recovered"
+	SessionHeader       = api.GatewaySessionHeader
+	ContextWindowHeader = api.GatewayContextWindowHeader
+	tokensHeader        = api.GatewayTokensHeader
+	compactedHeader     = api.GatewayCompactedHeader
+	recoveredHeader     = api.GatewayRecoveredHeader
 )
 
 // maxUpstreamBody bounds a non-streamed answer read into memory.
