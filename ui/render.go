@@ -49,6 +49,9 @@ var funcs = template.FuncMap{
 	"sub":       func(a, b int) int { return a - b },
 	"coldRow":   func(m *memory.Message, back string) coldRowView { return coldRowView{M: m, Back: back} },
 	"coldOf":    func(st *memory.Status) int { return st.Messages.Dropped + st.Messages.Summarized },
+	// cursorAt is the messages page's cursor of the page that starts at
+	// the message of seq: a search result opens where the match is.
+	"cursorAt": func(seq uint64) string { return strconv.FormatUint(max(seq, 1)-1, 10) },
 	"stateClass": func(s string) string {
 		return "st-" + strings.ReplaceAll(s, "_", "-")
 	},

@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -519,5 +520,33 @@ func TestPagination(t *testing.T) {
 	body = e.do(t, "GET", "/ui/sessions/s/cold?limit=5", keyA, nil).body
 	if rows := len(rowRE.FindAllString(body, -1)); rows != 5 || !next.MatchString(body) {
 		t.Fatalf("cold page: %d rows", rows)
+	}
+}
+
+// A search result links to the messages page that holds the match, deep
+// in a long session.
+func TestSearchResultOpensItsPage(t *testing.T) {
+	e := newEnv(t)
+	var msgs []*memory.Message
+	for i := range 150 {
+		text := fmt.Sprintf("routine build log line %d", i)
+		if i == 120 {
+			text = "the kumquat migration finished"
+		}
+		msgs = append(msgs, &memory.Message{Role: memory.RoleUser, Content: text})
+	}
+	res, err := e.h.Append(tenant("a"), "long", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.IDs[120]
+	found := e.do(t, "POST", "/ui/search", keyA, url.Values{"q": {"kumquat"}, "mode": {"text"}})
+	m := regexp.MustCompile(`href="(/ui/sessions/long/messages\?[^"#]*)#m-` + regexp.QuoteMeta(id) + `"`).FindStringSubmatch(found.body)
+	if found.status != 200 || m == nil {
+		t.Fatalf("search: %d, no link to message %s:\n%s", found.status, id, found.body)
+	}
+	page := e.do(t, "GET", html.UnescapeString(m[1]), keyA, nil)
+	if page.status != 200 || !strings.Contains(page.body, `id="m-`+id+`"`) {
+		t.Fatalf("%s: %d, without message %s", m[1], page.status, id)
 	}
 }
