@@ -128,13 +128,21 @@ func TestImportVerifyRepair(t *testing.T) {
 	if err := cold.Rewrite("acme", "gone", []coldstore.Chunk{{ChunkID: "g-1"}}); err != nil {
 		t.Fatal(err)
 	}
+	// Counts that say nothing is cold (the window builder would stop
+	// looking there), and one too many active.
+	if _, err := st.Update(ctx, "initech", "s", func(tx memory.SessionTx) error {
+		tx.Session().Counts = memory.Counts{Active: 4}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	v, err = a.Verify(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	counts := v.Counts()
 	want := map[string]int{memory.FindVectorMissing: 1, memory.FindVectorDim: 1, memory.FindIndexBehind: 1,
-		memory.FindIndexExtra: 1, memory.FindColdStale: 1, memory.FindColdOrphan: 1}
+		memory.FindIndexExtra: 1, memory.FindColdStale: 1, memory.FindColdOrphan: 1, memory.FindSessionCounts: 1}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Fatalf("findings = %v, want %v:\n%s", counts, want, findings(v))
 	}
@@ -144,6 +152,9 @@ func TestImportVerifyRepair(t *testing.T) {
 	}
 	if v, err = a.Verify(ctx); err != nil || !v.Consistent() {
 		t.Fatalf("verify after repair: %v\n%s", err, findings(v))
+	}
+	if sess, err := st.Session(ctx, "initech", "s"); err != nil || sess.Counts != (memory.Counts{Active: 3, Summarized: 1}) {
+		t.Fatalf("initech/s after repair: %+v, %v", sess, err)
 	}
 	hits, err := idx.Search(ctx, memory.SearchQuery{Tenant: "acme", Text: "okapi", Mode: memory.ModeText, K: 5})
 	if err != nil || len(hits) != 1 || hits[0].ID != "late-1" {

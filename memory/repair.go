@@ -15,6 +15,9 @@ func (a *Admin) Repair(ctx context.Context, rep *VerifyReport) error {
 	for _, f := range rep.Findings {
 		byKind[f.Kind] = append(byKind[f.Kind], f)
 	}
+	if err := a.repairCounts(ctx, byKind[FindSessionCounts]); err != nil {
+		return fmt.Errorf("repair session counts: %w", err)
+	}
 	if err := a.repairVectors(ctx, byKind); err != nil {
 		return fmt.Errorf("repair vectors: %w", err)
 	}
@@ -26,6 +29,28 @@ func (a *Admin) Repair(ctx context.Context, rep *VerifyReport) error {
 	if a.Cold != nil {
 		if err := a.repairCold(ctx, rep.Findings); err != nil {
 			return fmt.Errorf("repair cold mirror: %w", err)
+		}
+	}
+	return nil
+}
+
+// repairCounts recounts each session found with wrong counts from its
+// messages, in the transaction that writes them.
+func (a *Admin) repairCounts(ctx context.Context, found []Finding) error {
+	for _, f := range found {
+		msgs, err := a.Store.Messages(ctx, f.Tenant, f.SessionID, MessageQuery{})
+		if err != nil {
+			return fmt.Errorf("session %s: %w", f.SessionID, err)
+		}
+		var c Counts
+		for _, m := range msgs {
+			c.Add(m.State, 1)
+		}
+		if _, err := a.Store.Update(ctx, f.Tenant, f.SessionID, func(tx SessionTx) error {
+			tx.Session().Counts = c
+			return nil
+		}); err != nil {
+			return fmt.Errorf("session %s: %w", f.SessionID, err)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"fmt"
 	"regexp"
 	"time"
 )
@@ -42,6 +43,10 @@ type Counts struct {
 	Summarized int `json:"summarized"`
 	Dropped    int `json:"dropped"`
 	Recovered  int `json:"recovered"`
+}
+
+func (c Counts) String() string {
+	return fmt.Sprintf("%d active, %d recovered, %d summarized, %d dropped", c.Active, c.Recovered, c.Summarized, c.Dropped)
 }
 
 // Add adds delta to the count of state s.

@@ -26,6 +26,7 @@ const (
 	FindIndexUnusable = "index_unusable"   // the index cannot be opened (missing, corrupt)
 	FindStoreCorrupt  = "store_corrupt"    // the store file's structure is damaged (bbolt's check, a page that cannot be read)
 	FindRecordDamaged = "record_damaged"   // a message record fails its checksum or does not decode
+	FindSessionCounts = "session_counts"   // a session's message counts by state differ from its messages
 )
 
 // Finding is one inconsistency between the store (the truth) and a copy.
@@ -92,6 +93,8 @@ type storeScan struct {
 	msgs     map[string]*storedMsg
 	order    []string                       // ids in store order
 	sessions map[sessionKey]bool            // every stored session
+	counted  map[sessionKey]Counts          // per session: the counts its record keeps
+	recount  map[sessionKey]*Counts         // per session: the counts of its messages' states
 	cold     map[sessionKey]map[string]bool // per session: ids that went cold (Cold set)
 	coldNow  map[sessionKey]int             // per session: messages in a cold state
 	damaged  []*DamagedRecord               // records that could not be read
@@ -100,12 +103,14 @@ type storeScan struct {
 
 func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 	sc := &storeScan{msgs: map[string]*storedMsg{}, sessions: map[sessionKey]bool{},
+		counted: map[sessionKey]Counts{}, recount: map[sessionKey]*Counts{},
 		cold: map[sessionKey]map[string]bool{}, coldNow: map[sessionKey]int{}, bad: map[string]bool{}}
 	p := a.progress()
 	p.Begin("reading the store", 0)
 	defer p.End()
 	if err := visitSessions(ctx, a.Store, func(s *Session) error {
-		sc.sessions[sessionKey{s.Tenant, s.ID}] = true
+		k := sessionKey{s.Tenant, s.ID}
+		sc.sessions[k], sc.counted[k], sc.recount[k] = true, s.Counts, &Counts{}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -115,6 +120,9 @@ func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 		sc.msgs[m.ID] = sm
 		sc.order = append(sc.order, m.ID)
 		k := sessionKey{m.Tenant, m.SessionID}
+		if c := sc.recount[k]; c != nil {
+			c.Add(m.State, 1)
+		}
 		if m.Cold != nil || !m.InWindow() {
 			if sc.cold[k] == nil {
 				sc.cold[k] = map[string]bool{}
@@ -182,6 +190,7 @@ func (a *Admin) Verify(ctx context.Context) (*VerifyReport, error) {
 	for _, d := range sc.damaged {
 		rep.add(FindRecordDamaged, msgRef{d.MessageID, d.Tenant, d.SessionID}, "record at seq %d: %v", d.Seq, d.Err)
 	}
+	verifyCounts(sc, rep)
 	if err := a.verifyVectors(ctx, sc, rep); err != nil {
 		return nil, err
 	}
@@ -200,6 +209,29 @@ func (a *Admin) Verify(ctx context.Context) (*VerifyReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// verifyCounts compares each session's counts by state, which its record
+// keeps with every write, with its messages' states. The window builder
+// trusts them: counts that say nothing is cold would stop it searching
+// cold storage, silently. A session with a damaged record is left out:
+// its count cannot be checked, and the record is reported.
+func verifyCounts(sc *storeScan, rep *VerifyReport) {
+	damaged := map[sessionKey]bool{}
+	for _, d := range sc.damaged {
+		damaged[sessionKey{d.Tenant, d.SessionID}] = true
+	}
+	keys := make([]sessionKey, 0, len(sc.recount))
+	for k := range sc.recount {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b sessionKey) int { return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ID, b.ID)) })
+	for _, k := range keys {
+		if got, want := sc.counted[k], *sc.recount[k]; got != want && !damaged[k] {
+			rep.add(FindSessionCounts, msgRef{Tenant: k.Tenant, SessionID: k.ID},
+				"the session record counts %s, its messages are %s", got, want)
+		}
+	}
 }
 
 func (a *Admin) verifyVectors(ctx context.Context, sc *storeScan, rep *VerifyReport) error {
