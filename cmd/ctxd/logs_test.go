@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -85,5 +87,24 @@ func TestLogContentOptIn(t *testing.T) {
 	ts.Stop()
 	if !strings.Contains(out.String(), "pineapple-7731") {
 		t.Fatalf("--log-content did not log the request body:\n%s", out.String())
+	}
+}
+
+// What a library prints through the standard log package (Bleve falling
+// back to an older index snapshot) reaches the server's log as a
+// structured warning.
+func TestLibraryLogRouted(t *testing.T) {
+	flags, out := log.Flags(), log.Writer()
+	t.Cleanup(func() { log.SetFlags(flags); log.SetOutput(out) })
+	var b bytes.Buffer
+	routeLibraryLog(slog.New(slog.NewJSONHandler(&b, nil)))
+	log.Printf("unable to load snapshot, failed to load segment: %s, continuing", "0000006d.zap")
+	var rec map[string]any
+	if err := json.Unmarshal(b.Bytes(), &rec); err != nil {
+		t.Fatalf("not one JSON record: %q: %v", b.String(), err)
+	}
+	if rec["level"] != "WARN" || rec["component"] != "library" ||
+		rec["msg"] != "unable to load snapshot, failed to load segment: 0000006d.zap, continuing" {
+		t.Fatalf("record %v", rec)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -38,6 +40,7 @@ func newServeCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			m := NewMain(cfg)
+			routeLibraryLog(m.Logger)
 			if err := m.Run(ctx, nil); err != nil {
 				return err
 			}
@@ -49,4 +52,14 @@ func newServeCmd() *cobra.Command {
 	server.BindFlags(cmd.Flags(), &cfg)
 	cmd.Flags().StringVar(&configPath, "config", os.Getenv("CTXD_CONFIG"), "YAML config file")
 	return cmd
+}
+
+// routeLibraryLog sends what libraries print through the standard log
+// package into the server's log as warnings: Bleve says there, for one,
+// that it could not load the index's newest snapshot and fell back to an
+// older one, which would otherwise be an unstructured stderr line that
+// log collectors reading ctxd's JSON drop.
+func routeLibraryLog(l *slog.Logger) {
+	log.SetFlags(0)
+	log.SetOutput(slog.NewLogLogger(l.With("component", "library").Handler(), slog.LevelWarn).Writer())
 }
