@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/numfmt"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -39,7 +40,7 @@ func gaugeSVG(st *memory.Status) template.HTML {
 	var s svg
 	s.f(`<svg class="gauge" width="%g" height="%g" viewBox="0 0 %g %g" role="img">`, w, h+4, w, h+4)
 	s.title(fmt.Sprintf("%s of %s tokens (%.1f%%), %s; compaction at %.0f%%, hard limit %.0f%%",
-		formatInt(st.Tokens), formatInt(st.ContextWindow), st.PctUsed*100, st.State, st.Policy.TriggerPct*100, st.Policy.MaxPct*100))
+		numfmt.Thousands(st.Tokens), numfmt.Thousands(st.ContextWindow), st.PctUsed*100, st.State, st.Policy.TriggerPct*100, st.Policy.MaxPct*100))
 	s.f(`<rect x="0" y="2" width="%g" height="%g" rx="2" fill="#e2e8f0"/>`, w, h)
 	s.f(`<rect x="0" y="2" width="%.1f" height="%g" rx="2" fill="%s"/>`, fill*w, h, stateColor[st.State])
 	for _, mark := range []struct {
@@ -116,7 +117,7 @@ func timelineSVG(hist *memory.SessionHistory, st *memory.Status) template.HTML {
 		xa, xb := x(c.StartedAt), x(c.At)
 		s.f(`<g class="cmp">`)
 		s.title(fmt.Sprintf("compaction %s (%s): %s → %s tokens, freed %s; %d dropped, %d summarized, %d pruned",
-			formatTime(c.At), c.Trigger, formatInt(c.TokensBefore), formatInt(c.TokensAfter), formatInt(c.Freed()), c.Dropped, c.Summarized, c.Pruned))
+			formatTime(c.At), c.Trigger, numfmt.Thousands(c.TokensBefore), numfmt.Thousands(c.TokensAfter), numfmt.Thousands(c.Freed()), c.Dropped, c.Summarized, c.Pruned))
 		s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, xa, y(float64(c.TokensBefore)), xb, y(float64(c.TokensAfter)), compactionColor)
 		s.f(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`, xa, y(float64(c.TokensBefore)), compactionColor)
 		s.f(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="#fff" stroke="%s" stroke-width="1.5"/>`, xb, y(float64(c.TokensAfter)), compactionColor)

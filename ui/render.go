@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/numfmt"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -36,7 +38,7 @@ func parseTemplates() map[string]*template.Template {
 }
 
 var funcs = template.FuncMap{
-	"num":       formatInt,
+	"num":       numfmt.Thousands,
 	"pct":       func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
 	"score":     func(f float64) string { return strconv.FormatFloat(f, 'f', 3, 64) },
 	"score2":    func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
@@ -55,25 +57,6 @@ var funcs = template.FuncMap{
 	"stateClass": func(s string) string {
 		return "st-" + strings.ReplaceAll(s, "_", "-")
 	},
-}
-
-// formatInt writes n with thousands separators: token counts run to
-// millions and are read at a glance.
-func formatInt(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 func formatTime(t time.Time) string {
@@ -164,29 +147,6 @@ func (h *Handler) execute(w http.ResponseWriter, status int, t *template.Templat
 // isFragment: our script asks for a part of a page, not a page.
 func isFragment(r *http.Request) bool { return r.Header.Get("X-Ctxd-Fragment") == "1" }
 
-// statusOf is the API's status for a domain error code.
-func statusOf(code string) int {
-	switch code {
-	case memory.EINVALID:
-		return http.StatusBadRequest
-	case memory.EUNAUTHORIZED:
-		return http.StatusUnauthorized
-	case memory.EFORBIDDEN:
-		return http.StatusForbidden
-	case memory.ENOTFOUND:
-		return http.StatusNotFound
-	case memory.ECONFLICT:
-		return http.StatusConflict
-	case memory.ETOOLARGE:
-		return http.StatusRequestEntityTooLarge
-	case memory.ERATELIMITED:
-		return http.StatusTooManyRequests
-	case memory.EUNAVAILABLE:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
-
 type errorView struct {
 	Status        int
 	Code, Message string
@@ -199,7 +159,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		code, msg = memory.EUNAVAILABLE, "request cancelled or timed out before it finished"
 	}
-	status := statusOf(code)
+	status := api.StatusOf(code)
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
 	if status >= 500 {
 		h.opts.Logger.ErrorContext(r.Context(), "dashboard request failed", "path", r.URL.Path, "err", err)
 		if code != memory.EUNAVAILABLE {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ctxd/ctxd/internal/numfmt"
 )
 
 // The goals the figures are held to (issue 6). Where a row has none, its
@@ -118,12 +120,12 @@ func evidenceRows(e figEval) []figRow {
 		ours, slide, bm25 := r1(row[ctxMethodNames[ctxMethodCtxd]]), r1(row[ctxMethodNames[ctxMethodSliding]]), r1(row[ctxMethodNames[ctxMethodBM25]])
 		rows = append(rows, figRow{
 			What: fmt.Sprintf("evidence in window, %s (n=%d): %s-token window, %s-token budget", figCat(cat), int(row["n"]),
-				figInt(c.Window), figInt(c.Budget)),
+				numfmt.Thousands(c.Window), numfmt.Thousands(c.Budget)),
 			Figure: fmt.Sprintf("%s (sliding window %s, BM25 packing %s)", f1(ours), f1(slide), f1(bm25)),
 			Goal:   "ahead of BM25 packing", Status: figStatus(ours > bm25, ""),
 		})
 	}
-	return append(rows, figRow{What: fmt.Sprintf("context, LoCoMo sessions (%s-token window), 1 client", figInt(c.Window)),
+	return append(rows, figRow{What: fmt.Sprintf("context, LoCoMo sessions (%s-token window), 1 client", numfmt.Thousands(c.Window)),
 		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%d calls)", f1(c.P50), f1(c.P99), c.Calls)})
 }
 
@@ -141,14 +143,14 @@ func agentRows(a figAgent) []figRow {
 	}
 	rows := []figRow{{
 		What: what(fmt.Sprintf("needed-in-window (names the next turn uses from more than 6 messages back, shown in context): "+
-			"%d recorded coding-agent runs, %s-token window, %s-token budget", a.Runs, figInt(a.Window), figInt(a.Budget))),
+			"%d recorded coding-agent runs, %s-token window, %s-token budget", a.Runs, numfmt.Thousands(a.Window), numfmt.Thousands(a.Budget))),
 		Figure: fmt.Sprintf("%s (baseline %s: system prompt, task and the newest messages that fit; %s names)",
-			f1(needed), f1(base), figInt(a.NeededNames)),
+			f1(needed), f1(base), numfmt.Thousands(a.NeededNames)),
 		Goal:   fmt.Sprintf(">= %d, and >= %d points above the baseline", goalAgentNeededPct, goalAgentNeededLead),
 		Status: figStatus(len(short) == 0, strings.Join(short, ", ")),
 	}, {
 		What:   what("latest input (the message the next turn answers) in the window / whole, % of context calls"),
-		Figure: fmt.Sprintf("%s / %s (%s calls)", pyNum(a.LatestPresent), pyNum(a.LatestWhole), figInt(a.Calls)),
+		Figure: fmt.Sprintf("%s / %s (%s calls)", pyNum(a.LatestPresent), pyNum(a.LatestWhole), numfmt.Thousands(a.Calls)),
 		Goal:   "100 present", Status: figStatus(a.LatestPresent == 100, ""),
 	}}
 	var bad []string
@@ -163,7 +165,7 @@ func agentRows(a figAgent) []figRow {
 	rows = append(rows, figRow{
 		What: what("windows over budget / invalid tool pairs / writes leaving the session over 85% of its window"),
 		Figure: fmt.Sprintf("%d / %d / %d (of %s windows, %s writes)", a.OverBudget, a.Invalid, a.OverHardLimit,
-			figInt(a.Calls), figInt(a.Writes)),
+			numfmt.Thousands(a.Calls), numfmt.Thousands(a.Writes)),
 		Goal: "0 / 0 / 0", Status: figStatus(len(bad) == 0, strings.Join(bad, ", ")),
 	}, figRow{
 		What:   what("compactions per 100 stored messages"),
@@ -188,7 +190,7 @@ func agentRows(a figAgent) []figRow {
 	}
 	return append(rows, storage, figRow{
 		What:   what("context latency, 1 client"),
-		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(*a.P50), f1(*a.P99), figInt(a.Calls)),
+		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(*a.P50), f1(*a.P99), numfmt.Thousands(a.Calls)),
 	}, growth)
 }
 
@@ -209,19 +211,19 @@ func gatewayRows(g figGateway, a figAgent) []figRow {
 	}
 	return []figRow{{
 		What: what(fmt.Sprintf("needed-in-window in what the model was sent: %d runs, %s-token model window, %s tokens kept for the answer",
-			g.Runs, figInt(g.Window), figInt(g.Window-g.Budget))),
+			g.Runs, numfmt.Thousands(g.Window), numfmt.Thousands(g.Window-g.Budget))),
 		Figure: fmt.Sprintf("%s (context endpoint %s, baseline %s)", f1(needed), f1(r1(a.Needed)), f1(r1(g.Baseline))),
 		Goal:   "at least the context endpoint's",
 		Status: figStatus(needed >= r1(a.Needed), "below the context endpoint"),
 	}, {
 		What: what("requests over the model's window less the answer / invalid tool pairs / writes over 85% / latest input present"),
 		Figure: fmt.Sprintf("%d / %d / %d / %s%% (of %s model calls; %s flush turns)", g.OverWindow, g.Invalid, g.OverHardLimit,
-			pyNum(g.LatestPresent), figInt(g.Calls), figInt(g.FlushTurns)),
+			pyNum(g.LatestPresent), numfmt.Thousands(g.Calls), numfmt.Thousands(g.FlushTurns)),
 		Goal: "0 / 0 / 0 / 100%", Status: figStatus(len(bad) == 0 && g.LatestPresent == 100, strings.Join(bad, ", ")),
 	}, {
 		What: what("the gateway's added time per call: the round trip less the model's time (storing the new history and the " +
 			"answer durably, compaction, the window), new connection per call"),
-		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(g.P50), f1(g.P99), figInt(g.Calls)),
+		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(g.P50), f1(g.P99), numfmt.Thousands(g.Calls)),
 	}}
 }
 
@@ -233,14 +235,14 @@ func ingestRows(goal, bench *benchReport) []figRow {
 	rate := math.Round(g.MessagesPerSec)
 	b, bo := bench.Ingest, bench.Options
 	return []figRow{{
-		What: fmt.Sprintf("ingest, %s chat messages of %d-%d words, batches of %d, %d clients", figInt(g.Messages),
+		What: fmt.Sprintf("ingest, %s chat messages of %d-%d words, batches of %d, %d clients", numfmt.Thousands(g.Messages),
 			o.WordsMin, o.WordsMax, o.Batch, o.Clients),
-		Figure: figInt(int(rate)) + " msg/s",
-		Goal:   ">= " + figInt(goalIngestMsgPerSec) + " msg/s", Status: figStatus(rate >= goalIngestMsgPerSec, ""),
+		Figure: numfmt.Thousands(int(rate)) + " msg/s",
+		Goal:   ">= " + numfmt.Thousands(goalIngestMsgPerSec) + " msg/s", Status: figStatus(rate >= goalIngestMsgPerSec, ""),
 	}, {
 		What: fmt.Sprintf("ingest of the bench data set, %s (%.0f%% tool outputs), batches of %d, %d clients",
 			benchDataSet(bench), 100*bo.ToolShare, bo.Batch, bo.Clients),
-		Figure: fmt.Sprintf("%s msg/s (%.2f MB/s of requests)", figInt(int(math.Round(b.MessagesPerSec))), b.MBPerSec),
+		Figure: fmt.Sprintf("%s msg/s (%.2f MB/s of requests)", numfmt.Thousands(int(math.Round(b.MessagesPerSec))), b.MBPerSec),
 	}}
 }
 
@@ -249,12 +251,12 @@ func latencyRows(lat *benchReport) []figRow {
 	set := benchDataSet(lat)
 	one := func(op, what string) figRow {
 		l := m.Ops[op]
-		return figRow{What: what, Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(l.P50), f1(l.P99), figInt(l.Count))}
+		return figRow{What: what, Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(l.P50), f1(l.P99), numfmt.Thousands(l.Count))}
 	}
 	all := one(benchOpSearchAll, fmt.Sprintf("%s search across sessions, k=%d, %d client, %s", o.Mode, o.K, o.Clients, set))
 	p99 := r1(m.Ops[benchOpSearchAll].P99)
 	all.Goal, all.Status = fmt.Sprintf("p99 <= %d ms", goalSearchP99Ms), figStatus(p99 <= goalSearchP99Ms, "")
-	ctx := one(benchOpContext, fmt.Sprintf("context (max_tokens %s), %d client, %s", figInt(o.MaxTokens), o.Clients, set))
+	ctx := one(benchOpContext, fmt.Sprintf("context (max_tokens %s), %d client, %s", numfmt.Thousands(o.MaxTokens), o.Clients, set))
 	cp99 := r1(m.Ops[benchOpContext].P99)
 	ctx.Goal, ctx.Status = fmt.Sprintf("p99 <= %d ms", goalContextP99Ms), figStatus(cp99 <= goalContextP99Ms, "")
 	return []figRow{all,
@@ -306,7 +308,7 @@ func memoryRow(bench, load *benchReport) figRow {
 }
 
 func benchDataSet(r *benchReport) string {
-	return fmt.Sprintf("%s messages / %d sessions", figInt(r.Options.Messages), r.Options.Sessions)
+	return fmt.Sprintf("%s messages / %d sessions", numfmt.Thousands(r.Options.Messages), r.Options.Sessions)
 }
 
 // figStatus is "met", or "not yet" with what falls short.
@@ -332,19 +334,5 @@ func figCat(c string) string {
 func r1(v float64) float64 { return math.Round(v*10) / 10 }
 func r2(v float64) float64 { return math.Round(v*100) / 100 }
 func f1(v float64) string  { return strconv.FormatFloat(r1(v), 'f', 1, 64) }
-
-// figInt writes n with thousands separators.
-func figInt(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
-}
 
 func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

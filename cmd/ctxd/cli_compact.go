@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/numfmt"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/cobra"
 )
@@ -46,7 +47,7 @@ func printCompaction(v *verb, session string, rep *memory.CompactionReport) erro
 	}
 	fmt.Fprintln(v.out, head)
 	t := newTable(v.out)
-	t.row("tokens", fmt.Sprintf("%s -> %s (target %s)", thousands(rep.TokensBefore), thousands(rep.TokensAfter), thousands(rep.Target)))
+	t.row("tokens", fmt.Sprintf("%s -> %s (target %s)", numfmt.Thousands(rep.TokensBefore), numfmt.Thousands(rep.TokensAfter), numfmt.Thousands(rep.Target)))
 	t.row("dropped", len(rep.Dropped))
 	t.row("summarized", fmt.Sprintf("%d into %d summaries", len(rep.Summarized), len(rep.Summaries)))
 	t.row("pruned", len(rep.Pruned))

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/internal/numfmt"
 )
 
 // fillToCompact fills a 4,000-token session past its compaction target
@@ -71,7 +73,7 @@ func TestCLICompactColdDropsRecoverLogs(t *testing.T) {
 			t.Fatalf("after compact --now: %v, %d cold chunks", st, len(cold))
 		}
 		after := int(st["tokens"].(float64))
-		for _, want := range []string{"compacted work (trigger manual)", thousands(before) + " -> " + thousands(after),
+		for _, want := range []string{"compacted work (trigger manual)", numfmt.Thousands(before) + " -> " + numfmt.Thousands(after),
 			fmt.Sprintf("dropped     %d", len(cold))} {
 			if !strings.Contains(out, want) {
 				t.Errorf("compact output lacks %q:\n%s", want, out)

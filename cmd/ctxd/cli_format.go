@@ -22,24 +22,6 @@ func gauge(pct float64) string {
 		int(math.Round(pct*100)))
 }
 
-// thousands formats n with comma separators: 128,000.
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
 // snippet is the first line of text, cut to n characters, for a table cell.
 func snippet(text string, n int) string {
 	text = strings.TrimSpace(text)

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/numfmt"
 	"github.com/ctxd/ctxd/scoring"
 	"github.com/spf13/cobra"
 )
@@ -105,8 +106,8 @@ func printWindow(v *verb, win *api.Context, explain bool) error {
 		return err
 	}
 	b := win.Budget
-	fmt.Fprintf(v.out, "\nbudget: %s of %s tokens used (prompt %s); %d messages", thousands(b.Used), thousands(b.MaxTokens),
-		thousands(b.PromptTokens), len(win.Messages))
+	fmt.Fprintf(v.out, "\nbudget: %s of %s tokens used (prompt %s); %d messages", numfmt.Thousands(b.Used), numfmt.Thousands(b.MaxTokens),
+		numfmt.Thousands(b.PromptTokens), len(win.Messages))
 	if len(win.Recovered) > 0 {
 		fmt.Fprintf(v.out, "; %d recovered from cold storage for this prompt", len(win.Recovered))
 	}
@@ -114,7 +115,7 @@ func printWindow(v *verb, win *api.Context, explain bool) error {
 	if explain && len(b.Levels) > 0 {
 		t := newTable(v.out, "LEVEL", "TOKENS")
 		for _, name := range sortedKeys(b.Levels) {
-			t.row(name, thousands(b.Levels[name]))
+			t.row(name, numfmt.Thousands(b.Levels[name]))
 		}
 		return t.flush()
 	}

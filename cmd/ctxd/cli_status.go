@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/ctxd/ctxd/internal/numfmt"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/cobra"
 )
@@ -34,7 +35,7 @@ func newStatusCmd() *cobra.Command {
 		}
 		t := newTable(v.out)
 		for _, s := range sessions {
-			t.row(s.ID, gauge(s.PctUsed), thousands(s.Tokens)+" / "+thousands(s.ContextWindow), s.State,
+			t.row(s.ID, gauge(s.PctUsed), numfmt.Thousands(s.Tokens)+" / "+numfmt.Thousands(s.ContextWindow), s.State,
 				countsText(s.Messages), fmt.Sprintf("compactions %d", s.Compactions))
 		}
 		return t.flush()
@@ -51,7 +52,7 @@ func (v *verb) statusOne(id string) error {
 	}
 	t := newTable(v.out)
 	t.row("session", s.ID)
-	t.row("tokens", thousands(s.Tokens)+" / "+thousands(s.ContextWindow)+" ("+s.Encoding+")")
+	t.row("tokens", numfmt.Thousands(s.Tokens)+" / "+numfmt.Thousands(s.ContextWindow)+" ("+s.Encoding+")")
 	t.row("used", gauge(s.PctUsed))
 	t.row("state", s.State)
 	t.row("messages", countsText(s.Messages))
@@ -93,7 +94,7 @@ func newSessionsCmd() *cobra.Command {
 		}
 		t := newTable(v.out, "ID", "TOKENS", "WINDOW", "USED", "STATE", "ACTIVE", "SUMMARIZED", "DROPPED", "RECOVERED", "COMPACTIONS", "UPDATED")
 		for _, s := range sessions {
-			t.row(s.ID, thousands(s.Tokens), thousands(s.ContextWindow), fmt.Sprintf("%.0f%%", s.PctUsed*100), s.State,
+			t.row(s.ID, numfmt.Thousands(s.Tokens), numfmt.Thousands(s.ContextWindow), fmt.Sprintf("%.0f%%", s.PctUsed*100), s.State,
 				s.Messages.Active, s.Messages.Summarized, s.Messages.Dropped, s.Messages.Recovered, s.Compactions, when(s.UpdatedAt))
 		}
 		return t.flush()

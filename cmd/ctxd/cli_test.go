@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/internal/numfmt"
 )
 
 func TestGauge(t *testing.T) {
@@ -39,7 +41,7 @@ func TestCLIStatus(t *testing.T) {
 
 	t.Run("one session", func(t *testing.T) {
 		out := ts.cli(t, 0, "status", "half").Out
-		for _, want := range []string{"half", thousands(tokens) + " / 1,000", gauge(half["pct_used"].(float64)),
+		for _, want := range []string{"half", numfmt.Thousands(tokens) + " / 1,000", gauge(half["pct_used"].(float64)),
 			half["state"].(string), "active 8, summarized 0, dropped 0, recovered 0", "compactions  0"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("status half lacks %q:\n%s", want, out)
