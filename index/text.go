@@ -18,6 +18,7 @@ import (
 	bindex "github.com/blevesearch/bleve_index_api"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/scoring"
 )
 
 // Field names of the Bleve document.
@@ -281,7 +282,7 @@ func dateRange(since, until time.Time) query.Query {
 // q's tenant's fields, restricted by q's filters (see filterQueries).
 func (x *Index) scopedQuery(q *memory.SearchQuery, text string, expansions []string) query.Query {
 	fs := filterQueries(q)
-	tq := x.textQuery(q.Tenant, text, expansions)
+	tq := x.textQuery(q, text, expansions)
 	if len(fs) == 0 {
 		return tq
 	}
@@ -309,6 +310,11 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 // author's name and the date words ("what did Caroline say in May"), with
 // the boosts of Options (see DefaultNameBoost for what they are worth).
 //
+// Text mode is the literal match: the message's text and name. The date words
+// are a field of their own that only a query speaking of time consults
+// (scoring.AsksWhen or StatesTime): as content they made "friday" match
+// every message written on a Friday.
+//
 // The name or date clause is left out when none of the words occurs in
 // that field: it could not match, but the disjunction of clauses would
 // still pay for it on every matching document (a fifth of a search of one
@@ -316,7 +322,8 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 // clauses, so leaving one out scales every score of the query by the same
 // factor, which min-max fusion cancels. A clause of expansions, the words'
 // neighbours in meaning (see Options.Expander), joins them when given.
-func (x *Index) textQuery(tenant, text string, expansions []string) query.Query {
+func (x *Index) textQuery(q *memory.SearchQuery, text string, expansions []string) query.Query {
+	tenant := q.Tenant
 	clause := func(field string, boost float64) query.Query {
 		m := bleve.NewMatchQuery(text)
 		m.SetField(tenantField(field, tenant))
@@ -328,13 +335,17 @@ func (x *Index) textQuery(tenant, text string, expansions []string) query.Query 
 	if eq := x.expansionQuery(tenant, expansions); eq != nil {
 		qs = append(qs, eq)
 	}
-	if x.opts.NameBoost > 0 || x.opts.WhenBoost > 0 {
+	whenBoost := 0.0
+	if q.Mode != memory.ModeText && (scoring.AsksWhen(q.Text) || scoring.StatesTime(q.Text)) {
+		whenBoost = x.opts.WhenBoost
+	}
+	if x.opts.NameBoost > 0 || whenBoost > 0 {
 		occurs := x.fieldsWithAny(tenant, text, fieldName, fieldWhen)
 		if x.opts.NameBoost > 0 && occurs[fieldName] {
 			qs = append(qs, clause(fieldName, x.opts.NameBoost))
 		}
-		if x.opts.WhenBoost > 0 && occurs[fieldWhen] {
-			qs = append(qs, clause(fieldWhen, x.opts.WhenBoost))
+		if whenBoost > 0 && occurs[fieldWhen] {
+			qs = append(qs, clause(fieldWhen, whenBoost))
 		}
 	}
 	if len(qs) == 1 {

@@ -77,3 +77,32 @@ func scoresOf(t *testing.T, x *Index, q query.Query) map[string]float64 {
 	}
 	return out
 }
+
+// Text mode is the literal match: the date words of when a message was
+// written (t0 is Sunday 7 May 2023, in the afternoon) are no content, so a
+// text search for them finds only messages that say them. A hybrid query
+// that speaks of time still reaches them through the date field.
+func TestTextModeIgnoresDateWords(t *testing.T) {
+	x := openTest(t, Options{})
+	said := msg("t", "s", "said", "the comet review moved to sunday", 0)
+	other := msg("t", "s", "other", "the comet review is on the calendar", 0)
+	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{said, other}, Watermark: 1})
+	for _, word := range []string{"sunday", "may", "2023", "7", "afternoon"} {
+		hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: word, Mode: memory.ModeText, K: 10})
+		want := 0
+		if word == "sunday" {
+			want = 1
+		}
+		if len(hits) != want || (want == 1 && hits[0].ID != "said") {
+			t.Errorf("text %q: %v, want %d literal match(es)", word, ids(hits), want)
+		}
+	}
+	hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "what happened in may 2023", Mode: memory.ModeText, K: 10})
+	if len(hits) != 0 {
+		t.Errorf("text mode matched dates: %v", ids(hits))
+	}
+	q := memory.SearchQuery{Tenant: "t", Text: "which comet review was in May 2023", Mode: memory.ModeHybrid, K: 10, Vector: topicVec(0)}
+	if got := ids(mustSearch(t, x, q)); len(got) != 2 {
+		t.Errorf("hybrid, asking when: %v, want both through the date field", got)
+	}
+}

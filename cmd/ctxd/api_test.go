@@ -327,7 +327,7 @@ func TestLaggingIndexCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := &memory.Message{ID: "01LAGGED0000000000000000001", Role: memory.RoleUser, Content: "the hummingbird migration data arrived",
-		State: memory.StateActive, Tokens: 9, CreatedAt: time.Now().UTC()}
+		State: memory.StateActive, Tokens: 9, CreatedAt: ts.now()}
 	if _, err := st.Append(t.Context(), memory.DefaultTenant, "lag", nil, []*memory.Message{lost}); err != nil {
 		t.Fatal(err)
 	}

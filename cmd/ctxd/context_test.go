@@ -536,7 +536,7 @@ func dropInStore(t *testing.T, ts *testServer, session string, ids ...string) {
 				return err
 			}
 			m.State = memory.StateDropped
-			m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: time.Now(), RecoverableUntil: time.Now().Add(time.Hour)}
+			m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: ts.now(), RecoverableUntil: ts.now().Add(time.Hour)}
 			if err := tx.Put(m); err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/internal/server/servertest"
 )
@@ -21,6 +22,8 @@ type testServer struct {
 	Dir  string
 	// Header is sent with every request (e.g. Authorization).
 	Header http.Header
+	// now is the server's clock (servertest pins its date).
+	now func() time.Time
 }
 
 func testConfig(dir string) Config { return servertest.Config(dir) }
@@ -35,7 +38,7 @@ func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer 
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
-	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir}
+	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir, now: cfg.Clock}
 	t.Cleanup(func() { ts.Stop() })
 	return ts
 }

@@ -21,6 +21,11 @@ import (
 // YAML config file under <flag_name>, with flags winning over the environment
 // over the file over the defaults.
 type Config struct {
+	// Clock is the server's one clock: message times, ids, retention and
+	// the event log's stamps all read it. Nil is the real clock; tests pin a
+	// date with it (servertest.Clock) so that no result depends on the day.
+	Clock func() time.Time
+
 	Addr                 string
 	DataDir              string
 	LogFormat            string

@@ -122,7 +122,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if err := tok.Warm(cfg.Encoding); err != nil {
 		return err
 	}
-	if m.Events, err = eventlog.Open(LogsPath(cfg.DataDir), eventlog.Options{}); err != nil {
+	if m.Events, err = eventlog.Open(LogsPath(cfg.DataDir), eventlog.Options{Now: cfg.Clock}); err != nil {
 		return err
 	}
 	cold, err := coldstore.Open(ColdPath(cfg.DataDir))
@@ -134,7 +134,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		return err
 	}
 	m.Service = &memory.Service{
-		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger,
+		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger, Now: cfg.Clock,
 		Summarizer: m.Metrics.Summarizer(summ), Cold: coldstore.Mirror{Store: cold}, Events: m.Metrics.EventLog(m.Events), EventReader: m.Events, Policy: cfg.Policy,
 		Shares:      memory.Shares{Summary: cfg.ShareSummary, Recovered: cfg.ShareRecovered},
 		RecoverNext: cfg.RecoverNext, PurgeInterval: cfg.PurgeInterval,

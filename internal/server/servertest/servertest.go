@@ -5,7 +5,9 @@ package servertest
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/internal/server"
 )
@@ -13,13 +15,32 @@ import (
 // Config is `ctxd serve`'s defaults on dir, logging warnings only, with no
 // rate limit: every test client is 127.0.0.1, and a test that sends more
 // than --rate-burst requests would see 429s once it runs faster than the
-// race detector lets it. The limiter's own tests turn it on.
+// race detector lets it. The limiter's own tests turn it on. Its clock
+// starts at Epoch, so that no test result depends on the day it runs.
 func Config(dir string) server.Config {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.LogLevel = "warn"
 	cfg.RateLimit = 0
+	cfg.Clock = Clock(Epoch)
 	return cfg
+}
+
+// Epoch is the date every test server's clock starts at: a Wednesday
+// morning in UTC, chosen so that no weekday, month or date word of a test's
+// own text is the day's.
+var Epoch = time.Date(2025, time.January, 15, 9, 30, 0, 0, time.UTC)
+
+// Clock is a clock that reads start when first read and then advances with
+// the real clock (so that durations, timeouts and ordering behave as they do
+// in production) without ever reading today's date.
+func Clock(start time.Time) func() time.Time {
+	var once sync.Once
+	var origin time.Time
+	return func() time.Time {
+		once.Do(func() { origin = time.Now() })
+		return start.Add(time.Since(origin))
+	}
 }
 
 // Run starts a server of cfg on 127.0.0.1:0; the caller closes it.
