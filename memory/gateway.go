@@ -177,6 +177,10 @@ type GatewayWindow struct {
 	Superseded []string // stored messages the client's history replaced
 	Recovered  int      // cold messages brought back for this window
 	Compacted  bool     // a compaction ran during this call
+	// StablePrefix is how many leading Messages repeat the session's
+	// previous window exactly (see ContextResult.StablePrefix): where the
+	// adapter places the provider's cache breakpoint.
+	StablePrefix int
 	// FlushDue: this call's writes brought the session near compaction for
 	// the first time this cycle; the gateway gives the model its one chance
 	// to save notes (see FlushInstruction) before the compaction.

@@ -64,6 +64,12 @@ type ContextResult struct {
 	// but left cold: moving them in would have passed the compaction trigger.
 	AnswerOnly []string
 	Budget     ContextBudget
+	// StablePrefix is how many leading Messages repeat, exactly, the
+	// session's previous window: between compactions a window is the last
+	// one plus new messages, with whatever varies per prompt after this
+	// point. A client caching prompts puts its breakpoint just before
+	// Messages[StablePrefix].
+	StablePrefix int
 	// WouldCompact (previews only): the session is past its hard limit, so
 	// a real call would compact it first; the preview shows the window as
 	// it stands.
