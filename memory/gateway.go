@@ -249,7 +249,7 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	if err != nil {
 		return nil, err
 	}
-	out.Tokens, out.Recovered = res.Tokens, len(res.Recovered)+len(res.AnswerOnly)
+	out.Tokens, out.Recovered, out.StablePrefix = res.Tokens, len(res.Recovered)+len(res.AnswerOnly), res.StablePrefix
 	for _, wm := range res.Messages {
 		gm := GatewayMessage{WindowMessage: wm, Client: -1}
 		if i, ok := client[wm.ID]; ok && wm.PruneLevel == 0 && wm.Content == req.History[i].Content {

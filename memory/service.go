@@ -68,6 +68,7 @@ type Service struct {
 	wg           sync.WaitGroup
 	bg           sync.WaitGroup // background compactions and index catch-ups, for Wait
 	salient      salientCache
+	layouts      layoutCache // each session's last window (window_stable.go)
 	counts       countCache
 	compactSem   semaphore
 	embedSem     semaphore

@@ -134,6 +134,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	res, err := b.build(ctx)
 	if err == nil {
 		res.WouldCompact = wouldCompact
+		s.noteWindow(layoutKey(tenant, sessionID), res, req.Preview, b.layout)
 	}
 	if err != nil || len(res.Recovered) == 0 || req.Preview {
 		return res, err
@@ -175,6 +176,8 @@ type windowBuilder struct {
 	// promptStored: the prompt is the newest stored message, counted once
 	// (as that message)
 	promptStored bool
+	orig         map[string]*Message // messages a tool loop's window may show, by id
+	layout       *loopLayout         // the layout this window leaves for the next call
 }
 
 func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req ContextRequest) (*windowBuilder, error) {

@@ -90,6 +90,13 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 			originals = append(originals, m)
 		}
 	}
+	b.indexOriginals(originals)
+	if e := b.s.layouts.get(layoutKey(sess.Tenant, sess.ID)); e != nil {
+		ok, err := b.extend(e.layout, originals)
+		if err != nil || ok {
+			return b.res, err
+		}
+	}
 	tail := groupUnits(originals, b.fullCost)
 	// The current turn: the newest unit, whole or cut, never left out.
 	var current *unit
@@ -125,7 +132,11 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 		}
 	}
 	rest := b.avail
-	reserve := int(LoopDigestShare*float64(rest)) + int(LoopRecoveredShare*float64(rest))
+	// Built afresh, the window fills LoopFillPct of the budget: the rest is
+	// held back, room for the calls that follow to append to it.
+	hold := max(0, min(b.avail, b.req.MaxTokens-max(int(LoopFillPct*float64(b.req.MaxTokens)), b.req.MaxTokens-b.avail)))
+	b.avail -= hold
+	reserve := min(b.avail, int(LoopDigestShare*float64(rest))+int(LoopRecoveredShare*float64(rest)))
 	oldest := uint64(0)
 	if current != nil {
 		oldest = current.msgs[0].Seq
@@ -167,8 +178,19 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 		return nil, err
 	}
 	b.takeTail(tail[:next], shown, b.avail, &oldest)
+	b.avail += hold
 	b.answerOnly()
-	return b.assemble(), nil
+	res := b.assemble()
+	if current == nil {
+		return res, nil
+	}
+	cur := slices.IndexFunc(res.Messages, func(wm WindowMessage) bool { return wm.ID == current.msgs[0].ID })
+	b.layout = b.freeze(res.Messages, current.msgs[0].ID, originals[len(originals)-1].Seq)
+	if err := b.addRecall(originals, cur); err != nil {
+		return nil, err
+	}
+	b.finishTokens()
+	return res, nil
 }
 
 // fullCost is what m costs shown whole (or cut, when it was too large for

@@ -1,0 +1,246 @@
+package memory
+
+import (
+	"fmt"
+	"hash/maphash"
+	"sort"
+	"strings"
+)
+
+// The recall block answers the newest input with what older messages said
+// about what it names: a user who interrupts a tool loop to ask what an
+// output said fifty steps ago, or a tool output naming a function an early
+// file view showed. The window's stable part (see window_stable.go) holds
+// the newest steps and a digest frozen when the window was last built
+// afresh; what the input names beyond those is looked up by name, exactly,
+// in the older messages the window does not show, newest first, and their
+// lines holding it (a short message whole) go in one block just before the
+// newest input: it changes with every prompt, so it sits after everything
+// the provider's cache can serve.
+
+// recallHeader opens the recall block.
+const recallHeader = "[ctxd: recalled for the newest input: lines of earlier messages holding what it names; the whole messages are the ids in sources, GET /v1/messages/{id}]"
+
+// recallWholeTokens: a message up to this long is recalled whole, a longer
+// one by its lines that hold the names.
+const recallWholeTokens = 160
+
+// maxRecallTerms bounds the names and numbers of one input looked up.
+const maxRecallTerms = 64
+
+// minNumberTerm is the fewest digits a number needs to be looked up: shorter
+// ones (counts, small line numbers) are everywhere.
+const minNumberTerm = 4
+
+// recallTerm is one name or number of the input.
+type recallTerm struct {
+	text   string
+	h      uint64 // a name's hash (see namesOf); 0 for a number
+	number bool
+}
+
+// promptTerms finds the names of the prompt (files, identifiers) and, when
+// the user wrote it, its numbers of minNumberTerm digits or more, each once,
+// in the prompt's order.
+func promptTerms(prompt string, numbers bool) []recallTerm {
+	var out []recallTerm
+	seen := map[string]bool{}
+	add := func(t recallTerm) {
+		if !seen[t.text] && len(out) < maxRecallTerms {
+			seen[t.text] = true
+			out = append(out, t)
+		}
+	}
+	for line := range strings.SplitSeq(prompt, "\n") {
+		for _, sp := range lineNames(line) {
+			w := line[sp.start:sp.end]
+			add(recallTerm{text: w, h: maphash.String(nameSeed, w)})
+		}
+		if !numbers {
+			continue
+		}
+		for i := 0; i < len(line); {
+			if !isNameByte(line[i]) {
+				i++
+				continue
+			}
+			j := i
+			digits := true
+			for j < len(line) && isNameByte(line[j]) {
+				digits = digits && line[j] >= '0' && line[j] <= '9'
+				j++
+			}
+			if digits && j-i >= minNumberTerm {
+				add(recallTerm{text: line[i:j], number: true})
+			}
+			i = j
+		}
+	}
+	return out
+}
+
+// addRecall puts the recall block for the prompt before b.res.Messages[cur]
+// (the newest unit), within what the budget leaves.
+func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
+	msgs := b.res.Messages
+	share := RecallToolShare
+	if cur < len(msgs) && msgs[cur].Role == RoleUser {
+		share = LoopRecallShare
+	}
+	limit := min(int(share*float64(b.req.MaxTokens)), b.avail)
+	if limit < 32 || strings.TrimSpace(b.req.Prompt) == "" {
+		return nil
+	}
+	terms := promptTerms(b.req.Prompt, msgs[cur].Role == RoleUser)
+	if len(terms) == 0 {
+		return nil
+	}
+	// What the window shows already needs no recall.
+	shown := map[string]bool{}
+	covered := map[uint64]bool{}
+	var text strings.Builder
+	for _, wm := range msgs {
+		shown[wm.ID] = true
+		for _, hs := range b.s.salient.get(wm.ID, -1, wm.Content).hashes {
+			for _, h := range hs {
+				covered[h] = true
+			}
+		}
+		text.WriteString(wm.Content)
+		text.WriteByte(0)
+	}
+	all := text.String()
+	want := map[uint64]int{} // a name's hash -> its term
+	var nums []int
+	for i, t := range terms {
+		switch {
+		case t.number && !strings.Contains(all, t.text):
+			nums = append(nums, i)
+		case !t.number && !covered[t.h]:
+			want[t.h] = i
+		}
+	}
+	if len(want) == 0 && len(nums) == 0 {
+		return nil
+	}
+	// Each term's newest older message, and the lines there that hold it.
+	type found struct {
+		m     *Message
+		first int // the best (earliest in the prompt) term it answers
+		lines []string
+	}
+	bySrc := map[*Message]*found{}
+	var srcs []*found
+	hit := func(m *Message, term int, line string) {
+		f := bySrc[m]
+		if f == nil {
+			f = &found{m: m, first: term}
+			bySrc[m] = f
+			srcs = append(srcs, f)
+		}
+		f.first = min(f.first, term)
+		for _, l := range f.lines {
+			if l == line {
+				return
+			}
+		}
+		f.lines = append(f.lines, line)
+	}
+	done := map[int]bool{}
+	for i := len(originals) - 1; i >= 0 && len(done) < len(want)+len(nums); i-- {
+		m := originals[i]
+		if shown[m.ID] || m.Role == RoleSystem || m.Content == "" {
+			continue
+		}
+		n := b.s.salient.get(m.ID, 0, m.Content)
+		for _, x := range n.uniq {
+			if t, ok := want[x.h]; ok && !done[t] {
+				done[t] = true
+				hit(m, t, n.lines[x.line])
+			}
+		}
+		for _, t := range nums {
+			if done[t] || !strings.Contains(m.Content, terms[t].text) {
+				continue
+			}
+			done[t] = true
+			hit(m, t, lineAround(m.Content, terms[t].text))
+		}
+	}
+	if len(srcs) == 0 {
+		return nil
+	}
+	sort.SliceStable(srcs, func(i, j int) bool { return srcs[i].first < srcs[j].first })
+	calls := map[string]*ToolCall{}
+	for _, m := range originals {
+		for k := range m.ToolCalls {
+			calls[m.ToolCalls[k].ID] = &m.ToolCalls[k]
+		}
+	}
+	// Whole when short, else the lines in their own order.
+	blocks := make([][]string, len(srcs))
+	for i, f := range srcs {
+		head := "[from an earlier " + string(f.m.Role) + " message]"
+		if f.m.Role == RoleTool {
+			head = digestHead(calls[f.m.ToolCallID])
+		}
+		body := f.lines
+		if f.m.Tokens <= recallWholeTokens {
+			body = []string{strings.TrimSpace(f.m.Content)}
+		} else {
+			sort.SliceStable(body, func(x, y int) bool {
+				return strings.Index(f.m.Content, body[x]) < strings.Index(f.m.Content, body[y])
+			})
+		}
+		blocks[i] = append([]string{head}, body...)
+	}
+	r := &Message{ID: "recall", Role: RoleUser, Kind: KindDigest, State: StateActive, SessionID: b.sess.ID}
+	for len(blocks) > 0 {
+		var sb strings.Builder
+		sb.WriteString(recallHeader)
+		r.Sources = r.Sources[:0]
+		for i, bl := range blocks {
+			for _, l := range bl {
+				sb.WriteByte('\n')
+				sb.WriteString(l)
+			}
+			r.Sources = append(r.Sources, srcs[i].m.ID)
+		}
+		r.Content = sb.String()
+		n, err := MessageTokens(b.s.Tokenizer, b.sess.Encoding, r)
+		if err != nil {
+			return fmt.Errorf("count the recall block: %w", err)
+		}
+		if n <= limit {
+			r.Tokens = n
+			break
+		}
+		// Over: the last source's last line goes (its header with it).
+		last := len(blocks) - 1
+		if blocks[last] = blocks[last][:len(blocks[last])-1]; len(blocks[last]) <= 1 {
+			blocks = blocks[:last]
+		}
+	}
+	if len(blocks) == 0 {
+		return nil
+	}
+	b.use(SourceRecovered, r.Tokens)
+	wm := WindowMessage{Message: r, Source: SourceRecovered}
+	b.res.Messages = append(msgs[:cur:cur], append([]WindowMessage{wm}, msgs[cur:]...)...)
+	return nil
+}
+
+// lineAround is the line of text holding term, trimmed; a long line is cut
+// to the text around it.
+func lineAround(text, term string) string {
+	k := strings.Index(text, term)
+	lo := strings.LastIndexByte(text[:k], '\n') + 1
+	hi := len(text)
+	if e := strings.IndexByte(text[k:], '\n'); e >= 0 {
+		hi = k + e
+	}
+	if hi-lo > maxSalientLine {
+		lo, hi = max(lo, k-nameContext), min(hi, k+len(term)+nameContext)
+	}
+	return strings.TrimSpace(strings.ToValidUTF8(text[lo:hi], ""))
+}
