@@ -174,11 +174,15 @@ type WindowMessage struct {
 // Window answers POST /v1/sessions/{id}/context: the messages of the
 // window, in chronological order, as M.
 type Window[M any] struct {
-	Messages   []M                  `json:"messages"`
-	Tokens     int                  `json:"tokens"`
-	Recovered  []string             `json:"recovered"`
-	AnswerOnly []string             `json:"answer_only,omitempty"`
-	Budget     memory.ContextBudget `json:"budget"`
+	Messages []M `json:"messages"`
+	Tokens   int `json:"tokens"`
+	// StablePrefix is how many leading messages repeat the session's
+	// previous window exactly: a client caching prompts puts its
+	// breakpoint on Messages[StablePrefix-1] (see memory.ContextResult).
+	StablePrefix int                  `json:"stable_prefix"`
+	Recovered    []string             `json:"recovered"`
+	AnswerOnly   []string             `json:"answer_only,omitempty"`
+	Budget       memory.ContextBudget `json:"budget"`
 }
 
 // Context is the window in the ctxd format.

@@ -134,7 +134,9 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 	rest := b.avail
 	// Built afresh, the window fills LoopFillPct of the budget: the rest is
 	// held back, room for the calls that follow to append to it.
-	hold := max(0, min(b.avail, b.req.MaxTokens-max(int(LoopFillPct*float64(b.req.MaxTokens)), b.req.MaxTokens-b.avail)))
+	// A large current turn does not starve the digest and the tail: they
+	// keep at least LoopKeepShare of what the turn left.
+	hold := max(0, min(b.avail-int(LoopKeepShare*float64(rest)), b.req.MaxTokens-max(int(LoopFillPct*float64(b.req.MaxTokens)), b.req.MaxTokens-b.avail)))
 	b.avail -= hold
 	reserve := min(b.avail, int(LoopDigestShare*float64(rest))+int(LoopRecoveredShare*float64(rest)))
 	oldest := uint64(0)
@@ -185,10 +187,10 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 		return res, nil
 	}
 	cur := slices.IndexFunc(res.Messages, func(wm WindowMessage) bool { return wm.ID == current.msgs[0].ID })
-	b.layout = b.freeze(res.Messages, current.msgs[0].ID, originals[len(originals)-1].Seq)
 	if err := b.addRecall(originals, cur); err != nil {
 		return nil, err
 	}
+	b.layout = b.freeze(res.Messages, current.msgs[0].ID, originals[len(originals)-1].Seq)
 	b.finishTokens()
 	return res, nil
 }

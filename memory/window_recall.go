@@ -25,6 +25,10 @@ const recallHeader = "[ctxd: recalled for the newest input: lines of earlier mes
 // one by its lines that hold the names.
 const recallWholeTokens = 160
 
+// recallPerUserTerm is how many older messages holding a name a user's
+// input recalls (newest first).
+const recallPerUserTerm = 3
+
 // maxRecallTerms bounds the names and numbers of one input looked up.
 const maxRecallTerms = 64
 
@@ -84,23 +88,37 @@ func promptTerms(prompt string, numbers bool) []recallTerm {
 func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 	msgs := b.res.Messages
 	share := RecallToolShare
-	if cur < len(msgs) && msgs[cur].Role == RoleUser {
+	if msgs[cur].Role == RoleUser {
 		share = LoopRecallShare
 	}
 	limit := min(int(share*float64(b.req.MaxTokens)), b.avail)
 	if limit < 32 || strings.TrimSpace(b.req.Prompt) == "" {
 		return nil
 	}
-	terms := promptTerms(b.req.Prompt, msgs[cur].Role == RoleUser)
+	user := msgs[cur].Role == RoleUser
+	terms := promptTerms(b.req.Prompt, user)
+	// The names the agent just wrote (its reply and calls): what it works
+	// with now, and will likely use again once the tail no longer shows them.
+	if m := msgs[cur]; m.Role == RoleAssistant {
+		text := m.Content
+		for _, tc := range m.ToolCalls {
+			text += "\n" + tc.Function.Arguments
+		}
+		terms = append(terms, promptTerms(text, false)...)
+	}
 	if len(terms) == 0 {
 		return nil
 	}
-	// What the window shows already needs no recall.
+	// What the window shows already needs no recall; the newest input
+	// itself (which names what it asks about) does not count.
 	shown := map[string]bool{}
 	covered := map[uint64]bool{}
 	var text strings.Builder
-	for _, wm := range msgs {
+	for k, wm := range msgs {
 		shown[wm.ID] = true
+		if k >= cur {
+			continue
+		}
 		for _, hs := range b.s.salient.get(wm.ID, -1, wm.Content).hashes {
 			for _, h := range hs {
 				covered[h] = true
@@ -146,24 +164,34 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 		}
 		f.lines = append(f.lines, line)
 	}
-	done := map[int]bool{}
-	for i := len(originals) - 1; i >= 0 && len(done) < len(want)+len(nums); i-- {
+	// A user asking what was said of something is shown the last few
+	// places it was said; for a tool's output, the newest is enough.
+	perTerm := 1
+	if user {
+		perTerm = recallPerUserTerm
+	}
+	got, full := map[int]int{}, 0 // hits per term; terms with all their hits
+	for i := len(originals) - 1; i >= 0 && full < len(want)+len(nums); i-- {
 		m := originals[i]
 		if shown[m.ID] || m.Role == RoleSystem || m.Content == "" {
 			continue
 		}
 		n := b.s.salient.get(m.ID, 0, m.Content)
 		for _, x := range n.uniq {
-			if t, ok := want[x.h]; ok && !done[t] {
-				done[t] = true
+			if t, ok := want[x.h]; ok && got[t] < perTerm {
+				if got[t]++; got[t] == perTerm {
+					full++
+				}
 				hit(m, t, n.lines[x.line])
 			}
 		}
 		for _, t := range nums {
-			if done[t] || !strings.Contains(m.Content, terms[t].text) {
+			if got[t] >= perTerm || !strings.Contains(m.Content, terms[t].text) {
 				continue
 			}
-			done[t] = true
+			if got[t]++; got[t] == perTerm {
+				full++
+			}
 			hit(m, t, lineAround(m.Content, terms[t].text))
 		}
 	}
@@ -194,7 +222,7 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 		}
 		blocks[i] = append([]string{head}, body...)
 	}
-	r := &Message{ID: "recall", Role: RoleUser, Kind: KindDigest, State: StateActive, SessionID: b.sess.ID}
+	r := &Message{ID: "recall-" + msgs[cur].ID, Role: RoleUser, Kind: KindDigest, State: StateActive, SessionID: b.sess.ID}
 	for len(blocks) > 0 {
 		var sb strings.Builder
 		sb.WriteString(recallHeader)

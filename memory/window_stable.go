@@ -31,7 +31,12 @@ import (
 // is built afresh; the rest is room to grow, call after call, with the
 // prefix cached. Lower fills grow longer before the next rebuild but show
 // less history verbatim.
-var LoopFillPct = 0.55
+var LoopFillPct = 0.45
+
+// LoopKeepShare is the least share of what pinned messages, the current
+// turn and the task leave that a window built afresh gives the digest and
+// the tail, however large the current turn.
+var LoopKeepShare = 0.35
 
 // LoopRecallShare bounds the recall block (lines of older messages holding
 // what the newest input names): a share of max_tokens, for an input the
@@ -39,7 +44,7 @@ var LoopFillPct = 0.55
 // otherwise fill it every call with lines the step rarely needs.
 var (
 	LoopRecallShare = 0.12
-	RecallToolShare = 0.0
+	RecallToolShare = 0.05
 )
 
 // layoutEntry is what the service keeps about a session's last window.
@@ -226,9 +231,9 @@ func (b *windowBuilder) extend(l *loopLayout, originals []*Message) (ok bool, er
 		var view Message
 		switch {
 		case lm.written != nil && lm.written.Kind == KindDigest:
-			// Its lines must still be history: a source deleted, edited
-			// or replaced since (or, rarely, beyond the tail's reach)
-			// rebuilds the window.
+			// A digest or an earlier recall block. Its lines must still
+			// be history: a source deleted, edited or replaced since (or,
+			// rarely, beyond the tail's reach) rebuilds the window.
 			for _, id := range lm.written.Sources {
 				if byID[id] == nil {
 					return false, nil
@@ -307,15 +312,13 @@ func (b *windowBuilder) extend(l *loopLayout, originals []*Message) (ok bool, er
 			b.res.AnswerOnly = append(b.res.AnswerOnly, wm.ID) // cold, sent as it stands
 		}
 	}
-	nl := b.freeze(out, out[curStart].ID, lastSeq)
-	if nl == nil {
-		return false, nil
-	}
 	b.res.Messages = out
 	if err := b.addRecall(originals, curStart); err != nil {
 		return false, err
 	}
-	b.layout = nl
+	if b.layout = b.freeze(b.res.Messages, out[curStart].ID, lastSeq); b.layout == nil {
+		return false, nil
+	}
 	b.finishTokens()
 	return true, nil
 }

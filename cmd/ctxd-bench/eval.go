@@ -149,6 +149,7 @@ func newEvalCmd() *cobra.Command {
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this file, for go tool pprof")
 	f.BoolVar(&ao.Gateway, "gateway", false, "with --agent: replay through the drop-in gateway (POST /v1/chat/completions, the whole history on every call, go-openai as the client) to a model in this process that answers with the recorded turns; figures on what the model was sent")
 	f.IntVar(&ao.Limit, "limit", 0, "with --agent: replay only the first N runs (0: all)")
+	f.IntVar(&ao.Probes, "probes", 0, "with --agent: interrupt each run N times, late in it, with a question about a name or number of a tool output more than 30 messages back, and report prompted_recall_pct (probes add messages: the other figures then differ from a plain run)")
 	f.StringVar(&ao.Ctxd, "ctxd", defaultCtxd, "with --agent: the ctxd binary whose `serve` the replay runs as a child process (unless --server); \"\": serve in this process")
 	f.StringVar(&ao.Policy, "policy", "", "with --agent: JSON object of session settings PUT with the window, e.g. '{\"target_pct\": 0.3}'")
 	return cmd

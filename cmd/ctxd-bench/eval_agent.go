@@ -46,6 +46,9 @@ type agentOptions struct {
 	Ctxd string
 	// Gateway replays through the drop-in gateway instead (eval_gateway.go).
 	Gateway bool
+	// Probes is how many questions about old tool outputs interrupt each
+	// run (eval_agent_cache.go); 0: none.
+	Probes int
 }
 
 const (
@@ -66,6 +69,10 @@ func (o *agentOptions) check() error {
 		return usageErrorf("--budget: %d is outside 1..10000000 tokens", o.Budget)
 	case o.Limit < 0:
 		return usageErrorf("--limit: %d is negative (0 replays every run)", o.Limit)
+	case o.Probes < 0 || o.Probes > 100:
+		return usageErrorf("--probes: %d is outside 0..100", o.Probes)
+	case o.Probes > 0 && o.Gateway:
+		return usageErrorf("--probes: not through the gateway (its model answers with the recorded turns only)")
 	}
 	_, err := o.sessionSettings()
 	return err
@@ -223,7 +230,9 @@ func agentSessionID(runID string) string {
 // agentAcc sums the figures over runs, as the script's acc.
 type agentAcc struct {
 	Calls, Writes, OverBudget, LatestPresent, LatestWhole, Invalid, OverHardLimit int
-	Needed, NeededCtxd, NeededBase                                                int
+	Needed, NeededCtxd, NeededBase, NeededCompact                                 int
+	Views                                                                         [agentViews]agentView
+	Probes, ProbesFound                                                           int
 	Compactions, Summaries, Originals                                             int
 	ContentBytes                                                                  int
 	Growth                                                                        []float64 // per run of 8+ calls
@@ -359,7 +368,17 @@ func agentReplay(ctx context.Context, cl *evalClient, rt *receivedTransport, run
 		}
 	}
 	var lat []float64
+	cache := newAgentCache(msgs, toks, firstAsst, o.Budget)
+	probes := agentProbeSteps(steps, firstAsst, o.Probes)
+	rng := agentProbeRNG(run.ID)
 	for n, i := range steps {
+		if probes[i] {
+			if j, tok, ok := agentProbeTarget(msgs, firstAsst, i, needs.known, rng); ok {
+				if err := agentProbe(ctx, cl, sid, msgs, j, tok, o, acc); err != nil {
+					return fmt.Errorf("run %s: before message %d: %w", run.ID, i, err)
+				}
+			}
+		}
 		prompt := msgs[i-1].Content
 		if utf8.RuneCountInString(prompt) > agentPromptChars {
 			prompt = string([]rune(prompt)[:agentPromptChars])
@@ -384,6 +403,7 @@ func agentReplay(ctx context.Context, cl *evalClient, rt *receivedTransport, run
 		}
 		agentCheckLatest(win, ids[i-1], msgs[i-1].Content, acc)
 		acc.Invalid += agentInvalidPairs(win)
+		compact := cache.step(i, w.Messages, acc)
 
 		// What the next turn needs from far back.
 		if need := needs.at(i); len(need) > 0 {
@@ -391,7 +411,7 @@ func agentReplay(ctx context.Context, cl *evalClient, rt *receivedTransport, run
 			for k := range win {
 				texts[k] = agentText(win[k].Content, win[k].ToolCalls)
 			}
-			needs.count(i, need, texts, agentBaseline(msgs, toks, firstAsst, i, o.Budget), acc)
+			needs.count(i, need, texts, agentBaseline(msgs, toks, firstAsst, i, o.Budget), compact, acc)
 		}
 		next := len(msgs)
 		if n+1 < len(steps) {
@@ -469,19 +489,11 @@ func agentInvalidPairs(win []agentWindowMessage) int {
 // the system prompt and the task, then the newest messages, newest first,
 // while the server's token counts of all of them fit the budget.
 func agentBaseline(msgs []agentMessage, toks []int, firstAsst, i, budget int) []string {
-	used := 0
-	for _, t := range toks[:firstAsst] {
-		used += t
-	}
 	var texts []string
 	for j := range firstAsst {
 		texts = append(texts, msgs[j].text())
 	}
-	for j := i - 1; j >= firstAsst; j-- {
-		if used+toks[j] > budget {
-			break
-		}
-		used += toks[j]
+	for _, j := range agentSlide(toks, firstAsst, i, budget) {
 		texts = append(texts, msgs[j].text())
 	}
 	return texts
@@ -545,7 +557,11 @@ func (r *agentReport) figures() jsonObject {
 	if o.Gateway {
 		return gatewayFigures(r, f)
 	}
-	return f
+	// The script's compact-at-limit beside the baseline, and the cost
+	// figures after the window's size.
+	k := slices.IndexFunc(f, func(kv jsonField) bool { return kv.Key == "needed_tokens" })
+	f = slices.Insert(f, k, jsonField{"needed_in_window_compact_at_limit_pct", pyRound(pyDiv(100*float64(a.NeededCompact), float64(a.Needed)), 1)})
+	return append(f, r.cacheFigures()...)
 }
 
 // writeText prints the figures as the script does, one "%-34s %s" line

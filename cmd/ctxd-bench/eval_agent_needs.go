@@ -73,14 +73,16 @@ func (a *agentNeeds) at(i int) []string {
 }
 
 // count adds turn i's needs to acc: each is shown in context by the
-// window (shown, its texts) or the baseline (base) when one of the lines
-// of an earlier tool output holding it appears there verbatim.
-func (a *agentNeeds) count(i int, need, shown, base []string, acc *agentAcc) {
+// window (shown, its texts), the baseline (base) or compact-at-limit
+// (compact) when one of the lines of an earlier tool output holding it
+// appears there verbatim.
+func (a *agentNeeds) count(i int, need, shown, base, compact []string, acc *agentAcc) {
 	if len(need) == 0 {
 		return
 	}
 	shownText := agentNorm(strings.Join(shown, "\n"))
 	baseText := agentNorm(strings.Join(base, "\n"))
+	compactText := agentNorm(strings.Join(compact, "\n"))
 	for _, t := range need {
 		var lines []string
 		for j := a.firstAsst; j < i; j++ {
@@ -94,6 +96,9 @@ func (a *agentNeeds) count(i int, need, shown, base []string, acc *agentAcc) {
 		}
 		if slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(baseText, l) }) {
 			acc.NeededBase++
+		}
+		if slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(compactText, l) }) {
+			acc.NeededCompact++
 		}
 	}
 }

@@ -291,7 +291,7 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 			}
 		}
 		acc.Invalid += agentInvalidPairs(win)
-		needs.count(i, needs.at(i), texts, agentBaseline(msgs, toks, firstAsst, i, o.Budget), acc)
+		needs.count(i, needs.at(i), texts, agentBaseline(msgs, toks, firstAsst, i, o.Budget), nil, acc)
 
 		st, err := cl.Session(ctx, sid)
 		if err != nil {
