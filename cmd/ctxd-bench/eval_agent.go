@@ -247,6 +247,9 @@ type agentReport struct {
 	Acc        agentAcc
 	StoreBytes int64 // of the in-process server's data dir; 0: not measured (--server)
 	FlushTurns int   // through the gateway: the flush turns it sent the model
+	// ProbeRun is the same replay with --probes, whose prompted recall
+	// this report's figures carry (make figures); nil: none.
+	ProbeRun *agentReport
 }
 
 // runAgentEval replays the runs against the server and sums the figures.

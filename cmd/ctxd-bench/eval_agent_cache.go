@@ -272,9 +272,15 @@ func (r *agentReport) cacheFigures() jsonObject {
 			{name + "cost_per_call", int(costs[k])},
 		}...)
 	}
-	if r.Options.Probes > 0 {
-		out = append(out, jsonObject{{"probes", a.Probes},
-			{"prompted_recall_pct", pyRound(pyDiv(100*float64(a.ProbesFound), float64(a.Probes)), 1)}}...)
+	// A figures run measures the probes in a run of their own (they add
+	// messages, which would shift the other figures).
+	probed := r
+	if r.ProbeRun != nil {
+		probed = r.ProbeRun
+	}
+	if p := &probed.Acc; probed.Options.Probes > 0 {
+		out = append(out, jsonObject{{"probes", p.Probes},
+			{"prompted_recall_pct", pyRound(pyDiv(100*float64(p.ProbesFound), float64(p.Probes)), 1)}}...)
 	}
 	return append(out, jsonField{"cost_vs_compact_at_limit", pyRound(costs[viewCtxd]/math.Max(1, costs[viewCompact]), 2)})
 }

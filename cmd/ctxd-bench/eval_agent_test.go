@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,7 +122,7 @@ func TestEvalAgentReplay(t *testing.T) {
 
 	// Everything fits the baseline. (Not necessarily ctxd's window: the
 	// server may prune old tool outputs that would fit.)
-	_, all := run(16000, 12000)
+	allRep, all := run(16000, 12000)
 	checkFigures(t, "all fits", all, counts)
 	checkFigures(t, "all fits", all, map[string]any{"needed_in_window_baseline_pct": 100.0,
 		"latest_present_pct": 100.0, "latest_whole_pct": 100.0, "compactions_per_100_messages": 0.0,
@@ -145,11 +146,31 @@ func TestEvalAgentReplay(t *testing.T) {
 	if err := tightRep.writeText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if l := lines(text.String()); len(l) != 19 || l[0] != "runs                               1" ||
+	if l := lines(text.String()); len(l) != 30 || l[0] != "runs                               1" ||
 		!slices.Contains(l, "needed_in_window_baseline_pct      20.0") ||
 		!slices.Contains(l, "storage_bytes_per_content_byte     None") ||
-		!slices.Contains(l, "budget                             2500") {
+		!slices.Contains(l, "budget                             2500") ||
+		!strings.HasPrefix(l[len(l)-1], "cost_vs_compact_at_limit           ") {
 		t.Errorf("text report, as the script prints it:\n%s", text.String())
+	}
+
+	// The cost figures. With everything fitting, compact-at-limit never
+	// cuts: it is the baseline, and each window repeats the previous one
+	// whole.
+	checkFigures(t, "all fits", all, map[string]any{"needed_in_window_compact_at_limit_pct": 100.0,
+		"compact_at_limit_cached_prefix_pct": all["baseline_cached_prefix_pct"],
+		"compact_at_limit_cost_per_call":     all["baseline_cost_per_call"]})
+	for name, rep := range map[string]*agentReport{"all fits": allRep, "budget 2500": tightRep} {
+		for k, v := range rep.Acc.Views {
+			if v.Cached <= 0 || v.Cached >= v.Tokens {
+				t.Errorf("%s: window %d: %d of %d tokens cached", name, k, v.Cached, v.Tokens)
+			}
+		}
+		f := figureMap(rep)
+		v := rep.Acc.Views[viewCtxd]
+		if want := int(math.RoundToEven((float64(v.Tokens) - 0.9*float64(v.Cached)) / 8)); f["cost_per_call"] != want {
+			t.Errorf("%s: cost per call %v, want %d", name, f["cost_per_call"], want)
+		}
 	}
 
 	// A 600-token window cannot hold the run, even with the 3,000-token
@@ -321,4 +342,60 @@ func TestEvalAgentGateway(t *testing.T) {
 		Budget: 12000, Gateway: true}); err == nil || !strings.Contains(err.Error(), "--gateway") {
 		t.Errorf("--gateway with --server: %v", err)
 	}
+}
+
+// --probes: late in a long run the user asks about a name and number an
+// early tool output held; the question is stored and its window measured.
+// Here the server brings the line back for the one question asked.
+func TestEvalAgentProbes(t *testing.T) {
+	msgs := []map[string]any{
+		{"role": "system", "content": "You are a coding agent."},
+		{"role": "user", "content": "Fix it."},
+	}
+	for i := range 40 {
+		id := fmt.Sprintf("c%d", i)
+		out := "ok"
+		if i == 0 {
+			out = "retry_budget_limit = 73921"
+		}
+		args, _ := json.Marshal(map[string]string{"command": "true"})
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": "next", "tool_calls": []map[string]any{
+			{"id": id, "type": "function", "function": map[string]any{"name": "bash", "arguments": string(args)}}}},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": out})
+	}
+	line, err := json.Marshal(map[string]any{"id": "probe-run", "messages": msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := os.WriteFile(runs, append(line, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, t.TempDir())
+	rep, err := runAgentEval(context.Background(), agentOptions{Runs: runs, Server: ts.URL, Window: 16000, Budget: 12000, Probes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := figureMap(rep)
+	checkFigures(t, "probes", f, map[string]any{"probes": 1, "prompted_recall_pct": 100.0, "context_calls": 40})
+	if _, ok := f["prompted_recall_pct"]; !ok {
+		t.Fatal("no prompted recall figure")
+	}
+	// The target: the only tool output with a name or number, 30+ messages back.
+	j, tok, ok := agentProbeTarget(loadRunMessages(t, runs), 2, 80, map[string]struct{}{}, agentProbeRNG("probe-run"))
+	if !ok || j != 3 || (tok != "retry_budget_limit" && tok != "73921") {
+		t.Errorf("probe target %d %q %v", j, tok, ok)
+	}
+	if _, err := runAgentEval(context.Background(), agentOptions{Runs: runs, Server: ts.URL, Window: 16000, Budget: 12000, Probes: -1}); err == nil {
+		t.Error("--probes -1 accepted")
+	}
+}
+
+func loadRunMessages(t *testing.T, path string) []agentMessage {
+	t.Helper()
+	runs, err := loadAgentRuns(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runs[0].Messages
 }

@@ -109,6 +109,20 @@ type figAgent struct {
 	Growth        *float64 `json:"context_latency_growth_median"` // null: no run of 8+ calls
 	Window        int      `json:"window"`
 	Budget        int      `json:"budget"`
+	// The cost figures and prompted recall (issue 23); nil in reports
+	// written before them.
+	NeededCompact  *float64 `json:"needed_in_window_compact_at_limit_pct"`
+	TokensPerCall  *int     `json:"window_tokens_per_call"`
+	Cached         *float64 `json:"cached_prefix_pct"`
+	Cost           *int     `json:"cost_per_call"`
+	BaseCached     *float64 `json:"baseline_cached_prefix_pct"`
+	BaseCost       *int     `json:"baseline_cost_per_call"`
+	CompactTokens  *int     `json:"compact_at_limit_window_tokens_per_call"`
+	CompactCached  *float64 `json:"compact_at_limit_cached_prefix_pct"`
+	CompactCost    *int     `json:"compact_at_limit_cost_per_call"`
+	CostVs         *float64 `json:"cost_vs_compact_at_limit"`
+	Probes         *int     `json:"probes"`
+	PromptedRecall *float64 `json:"prompted_recall_pct"`
 }
 
 // figGateway is `ctxd-bench eval --agent --gateway --json`: the agent

@@ -222,7 +222,20 @@ func evalSubset(turnsPath, questionsPath, dir string, n int) (string, string, er
 // script's window and budget, default session settings.
 func figuresAgent(ctx context.Context, o figuresOptions, gateway bool, logw io.Writer) ([]byte, error) {
 	fmt.Fprintf(logw, "figures: agent replay of %s (through the gateway: %v)\n", o.AgentRuns, gateway)
-	rep, err := runAgentEval(ctx, agentOptions{Runs: o.AgentRuns, Window: agentDefaultWindow, Budget: agentDefaultBudget,
-		Limit: o.AgentLimit, Progress: logw, Ctxd: o.Ctxd, Gateway: gateway})
-	return figuresJSON(rep, err)
+	opts := agentOptions{Runs: o.AgentRuns, Window: agentDefaultWindow, Budget: agentDefaultBudget,
+		Limit: o.AgentLimit, Progress: logw, Ctxd: o.Ctxd, Gateway: gateway}
+	rep, err := runAgentEval(ctx, opts)
+	if err != nil || gateway {
+		return figuresJSON(rep, err)
+	}
+	fmt.Fprintf(logw, "figures: agent replay with %d probes a run (prompted recall)\n", agentFigureProbes)
+	opts.Probes = agentFigureProbes
+	if rep.ProbeRun, err = runAgentEval(ctx, opts); err != nil {
+		return nil, fmt.Errorf("figures: %w", err)
+	}
+	return figuresJSON(rep, nil)
 }
+
+// agentFigureProbes is the questions a run the figures ask (as the issue's
+// --probes 4).
+const agentFigureProbes = 4

@@ -27,6 +27,10 @@ const (
 	goalAgentSummariesPerOrig  = 0.05 // live summaries per stored original
 	goalAgentStoragePerByte    = 4    // data dir bytes per byte of content
 	goalAgentLatencyGrowth     = 1.5  // last quarter's context latency over the first's
+	// issue 23
+	goalAgentCachedPct      = 85   // share of window tokens a prompt cache serves
+	goalAgentCostVsCompact  = 1.25 // cost per call over compact-at-limit's
+	goalAgentPromptedRecall = 90   // questions about old outputs answered in the window
 )
 
 const (
@@ -144,8 +148,8 @@ func agentRows(a figAgent) []figRow {
 	rows := []figRow{{
 		What: what(fmt.Sprintf("needed-in-window (names the next turn uses from more than 6 messages back, shown in context): "+
 			"%d recorded coding-agent runs, %s-token window, %s-token budget", a.Runs, numfmt.Thousands(a.Window), numfmt.Thousands(a.Budget))),
-		Figure: fmt.Sprintf("%s (baseline %s: system prompt, task and the newest messages that fit; %s names)",
-			f1(needed), f1(base), numfmt.Thousands(a.NeededNames)),
+		Figure: fmt.Sprintf("%s (baseline %s: system prompt, task and the newest messages that fit;%s %s names)",
+			f1(needed), f1(base), compactNeeded(a), numfmt.Thousands(a.NeededNames)),
 		Goal:   fmt.Sprintf(">= %d, and >= %d points above the baseline", goalAgentNeededPct, goalAgentNeededLead),
 		Status: figStatus(len(short) == 0, strings.Join(short, ", ")),
 	}, {
@@ -188,10 +192,55 @@ func agentRows(a figAgent) []figRow {
 		growth.Figure = strconv.FormatFloat(*a.Growth, 'f', 2, 64) + "x"
 		growth.Status = figStatus(r2(*a.Growth) <= goalAgentLatencyGrowth, "")
 	}
-	return append(rows, storage, figRow{
+	rows = append(rows, storage, figRow{
 		What:   what("context latency, 1 client"),
 		Figure: fmt.Sprintf("p50 %s ms, p99 %s ms (%s calls)", f1(*a.P50), f1(*a.P99), numfmt.Thousands(a.Calls)),
 	}, growth)
+	return append(rows, agentCacheRows(a)...)
+}
+
+// compactNeeded is compact-at-limit's needed-in-window, for reports that
+// carry it.
+func compactNeeded(a figAgent) string {
+	if a.NeededCompact == nil {
+		return ""
+	}
+	return " compact-at-limit " + f1(*a.NeededCompact) + ";"
+}
+
+// agentCacheRows are the cost of the agent replay's windows with a prompt
+// cache, against compact-at-limit's, and prompted recall: rows only for
+// reports that carry them.
+func agentCacheRows(a figAgent) []figRow {
+	what := func(s string) string { return "agent replay, " + s }
+	var rows []figRow
+	if a.Cached != nil && a.CompactCached != nil && a.BaseCached != nil {
+		rows = append(rows, figRow{
+			What:   what("cached prefix: share of window tokens repeating the previous call's window exactly from the start"),
+			Figure: fmt.Sprintf("%s%% (compact-at-limit %s%%, baseline %s%%)", f1(*a.Cached), f1(*a.CompactCached), f1(*a.BaseCached)),
+			Goal:   fmt.Sprintf(">= %d%%", goalAgentCachedPct), Status: figStatus(r1(*a.Cached) >= goalAgentCachedPct, ""),
+		})
+	}
+	if a.Cost != nil && a.CompactCost != nil && a.CostVs != nil && a.BaseCost != nil && a.TokensPerCall != nil && a.CompactTokens != nil {
+		rows = append(rows, figRow{
+			What: what("cost per call: uncached + 0.1 x cached window tokens, against compact-at-limit (the whole history until " +
+				"it passes the budget, then the newest 35%)"),
+			Figure: fmt.Sprintf("%s = %sx compact-at-limit's %s (baseline %s; window tokens per call %s, compact-at-limit %s)",
+				numfmt.Thousands(*a.Cost), strconv.FormatFloat(*a.CostVs, 'f', 2, 64), numfmt.Thousands(*a.CompactCost),
+				numfmt.Thousands(*a.BaseCost), numfmt.Thousands(*a.TokensPerCall), numfmt.Thousands(*a.CompactTokens)),
+			Goal:   fmt.Sprintf("<= %sx compact-at-limit's", strconv.FormatFloat(goalAgentCostVsCompact, 'f', 2, 64)),
+			Status: figStatus(r2(*a.CostVs) <= goalAgentCostVsCompact, ""),
+		})
+	}
+	if a.PromptedRecall != nil && a.Probes != nil {
+		rows = append(rows, figRow{
+			What: what("prompted recall: questions about a name or number of a tool output more than 30 messages back " +
+				"(4 a run) whose window shows that output's line"),
+			Figure: fmt.Sprintf("%s%% (%s questions)", f1(*a.PromptedRecall), numfmt.Thousands(*a.Probes)),
+			Goal:   fmt.Sprintf(">= %d%%", goalAgentPromptedRecall), Status: figStatus(r1(*a.PromptedRecall) >= goalAgentPromptedRecall, ""),
+		})
+	}
+	return rows
 }
 
 // gatewayRows are the figures of the agent replay through the gateway

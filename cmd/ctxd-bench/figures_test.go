@@ -351,7 +351,8 @@ func TestFiguresQuickEndToEnd(t *testing.T) {
 		"in-process restart to /readyz 200 (no fresh process: skipped: no --ctxd binary)",
 		"| 4 clients for ", ", 0 errors;", "| recall@5/10/20, overall (n=", "| evidence in window, overall (n=",
 		"| agent replay, needed-in-window (names the next turn uses from more than 6 messages back, shown in context): 1 recorded coding-agent runs, 16,000-token window, 12,000-token budget | ",
-		"(baseline 100.0: system prompt, task and the newest messages that fit; 5 names)"} {
+		"(baseline 100.0: system prompt, task and the newest messages that fit; compact-at-limit 100.0; 5 names)",
+		"| agent replay, cached prefix", "| agent replay, cost per call", "| agent replay, prompted recall"} {
 		if !strings.Contains(block, s) {
 			t.Errorf("block lacks %q:\n%s", s, block)
 		}
@@ -362,5 +363,46 @@ func TestFiguresQuickEndToEnd(t *testing.T) {
 	}
 	if printed != block {
 		t.Errorf("the saved reports render\n%s\nthe run wrote\n%s", printed, block)
+	}
+}
+
+// The agent replay's cost figures and prompted recall (issue 23) render as
+// rows of their own, with their goals, when the report carries them (the
+// fixture, written before them, renders without).
+func TestFiguresAgentCacheRows(t *testing.T) {
+	d := loadFiguresFixture(t)
+	fl := func(v float64) *float64 { return &v }
+	in := func(v int) *int { return &v }
+	a := &d.Agent
+	a.NeededCompact, a.TokensPerCall, a.Cached, a.Cost = fl(54.4), in(7817), fl(90.9), in(1420)
+	a.BaseCached, a.BaseCost, a.CompactTokens, a.CompactCached, a.CompactCost = fl(59.6), in(4625), in(7065), fl(91.9), in(1221)
+	a.CostVs, a.Probes, a.PromptedRecall = fl(1.16), in(284), fl(92.3)
+	rows := figuresRows(d)
+	if len(rows) != 33 {
+		t.Errorf("%d rows, want the fixture's 30 and 3 more", len(rows))
+	}
+	for _, w := range []struct{ prefix, figure, goal, status string }{
+		{"agent replay, needed-in-window", "75.4 (baseline 82.6: system prompt, task and the newest messages that fit; compact-at-limit 54.4; 69 names)",
+			">= 95, and >= 10 points above the baseline", "not yet: below 95, less than 10 points above the baseline"},
+		{"agent replay, cached prefix", "90.9% (compact-at-limit 91.9%, baseline 59.6%)", ">= 85%", "met"},
+		{"agent replay, cost per call", "1,420 = 1.16x compact-at-limit's 1,221 (baseline 4,625; window tokens per call 7,817, compact-at-limit 7,065)",
+			"<= 1.25x compact-at-limit's", "met"},
+		{"agent replay, prompted recall", "92.3% (284 questions)", ">= 90%", "met"},
+	} {
+		r := figRowOf(t, rows, w.prefix)
+		if r.Figure != w.figure || r.Goal != w.goal || r.Status != w.status {
+			t.Errorf("%s:\n got  %q | %q | %q\n want %q | %q | %q", w.prefix, r.Figure, r.Goal, r.Status, w.figure, w.goal, w.status)
+		}
+	}
+	a.Cached, a.CostVs, a.PromptedRecall = fl(84.9), fl(1.26), fl(89.9)
+	rows = figuresRows(d)
+	for _, p := range []string{"agent replay, cached prefix", "agent replay, cost per call", "agent replay, prompted recall"} {
+		if r := figRowOf(t, rows, p); r.Status != figNotYet {
+			t.Errorf("%s: status %q past its goal", p, r.Status)
+		}
+	}
+	block := renderFigures(d)
+	if !strings.Contains(block, "| agent replay, prompted recall") {
+		t.Errorf("the README block lacks the prompted recall row:\n%s", block)
 	}
 }
