@@ -103,12 +103,6 @@ func (c *layoutCache) put(key string, e *layoutEntry) {
 	c.m[key] = e
 }
 
-func (c *layoutCache) forget(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, key)
-}
-
 // messageKey hashes a message as a provider sees it: role, name, content,
 // tool calls and the call it answers.
 func messageKey(m *Message) uint64 {

@@ -546,3 +546,26 @@ func dropInStore(t *testing.T, ts *testServer, session string, ids ...string) {
 		t.Fatal(err)
 	}
 }
+
+// The answer says where the prefix it repeats from the session's previous
+// window ends (stable_prefix), in both formats: a tool loop's next window
+// is the last one plus the new step, so all of the last one repeats.
+func TestContextStablePrefix(t *testing.T) {
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/sp", map[string]any{"context_window": 16000})
+	ts.store("sp", map[string]any{"role": "system", "content": "You are a build assistant.", "pinned": true},
+		msg("user", "Build the project."))
+	var prev int
+	for i, format := range []string{"ctxd", "openai", "ctxd"} {
+		ts.store("sp", toolTurn(i, fmt.Sprintf("step %d compiled package_%d", i, i))...)
+		body := ts.mustDo(200, "POST", "/v1/sessions/sp/context", map[string]any{"prompt": "next", "max_tokens": 4000, "format": format})
+		got, ok := body["stable_prefix"].(float64)
+		if !ok {
+			t.Fatalf("call %d (%s): no stable_prefix in %v", i, format, body)
+		}
+		if int(got) != prev {
+			t.Fatalf("call %d (%s): stable_prefix %v, want the previous window's %d messages", i, format, got, prev)
+		}
+		prev = len(body["messages"].([]any))
+	}
+}
