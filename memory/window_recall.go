@@ -27,7 +27,7 @@ const recallWholeTokens = 160
 
 // recallPerUserTerm is how many older messages holding a name a user's
 // input recalls (newest first).
-const recallPerUserTerm = 3
+const recallPerUserTerm = 8
 
 // maxRecallTerms bounds the names and numbers of one input looked up.
 const maxRecallTerms = 64
@@ -109,14 +109,19 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 	if len(terms) == 0 {
 		return nil
 	}
-	// What the window shows already needs no recall; the newest input
-	// itself (which names what it asks about) does not count.
-	shown := map[string]bool{}
+	// What the window shows already needs no recall (the newest input
+	// itself, which names what it asks about, does not count) unless a
+	// user asks: then every older message not shown that holds what the
+	// question names is a source (the window may show one line of one of
+	// them; the user asked what they said).
+	shown := map[string]bool{} // shown whole: not a source to recall
 	covered := map[uint64]bool{}
 	var text strings.Builder
 	for k, wm := range msgs {
-		shown[wm.ID] = true
-		if k >= cur {
+		if wm.PruneLevel == PruneNone {
+			shown[wm.ID] = true
+		}
+		if k >= cur || user {
 			continue
 		}
 		for _, hs := range b.s.salient.get(wm.ID, -1, wm.Content).hashes {
@@ -132,7 +137,7 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 	var nums []int
 	for i, t := range terms {
 		switch {
-		case t.number && !strings.Contains(all, t.text):
+		case t.number && numberAt(all, t.text) < 0:
 			nums = append(nums, i)
 		case !t.number && !covered[t.h]:
 			want[t.h] = i
@@ -186,13 +191,17 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 			}
 		}
 		for _, t := range nums {
-			if got[t] >= perTerm || !strings.Contains(m.Content, terms[t].text) {
+			k := -1
+			if got[t] < perTerm {
+				k = numberAt(m.Content, terms[t].text)
+			}
+			if k < 0 {
 				continue
 			}
 			if got[t]++; got[t] == perTerm {
 				full++
 			}
-			hit(m, t, lineAround(m.Content, terms[t].text))
+			hit(m, t, lineAround(m.Content, k, len(terms[t].text)))
 		}
 	}
 	if len(srcs) == 0 {
@@ -258,17 +267,32 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 	return nil
 }
 
-// lineAround is the line of text holding term, trimmed; a long line is cut
-// to the text around it.
-func lineAround(text, term string) string {
-	k := strings.Index(text, term)
+// numberAt is where the number num stands alone in text (not inside a
+// longer number or a name), or -1.
+func numberAt(text, num string) int {
+	for off := 0; ; {
+		k := strings.Index(text[off:], num)
+		if k < 0 {
+			return -1
+		}
+		k += off
+		if (k == 0 || !isNameByte(text[k-1])) && (k+len(num) == len(text) || !isNameByte(text[k+len(num)])) {
+			return k
+		}
+		off = k + 1
+	}
+}
+
+// lineAround is the line of text holding the n bytes at k, trimmed; a long
+// line is cut to the text around them.
+func lineAround(text string, k, n int) string {
 	lo := strings.LastIndexByte(text[:k], '\n') + 1
 	hi := len(text)
 	if e := strings.IndexByte(text[k:], '\n'); e >= 0 {
 		hi = k + e
 	}
 	if hi-lo > maxSalientLine {
-		lo, hi = max(lo, k-nameContext), min(hi, k+len(term)+nameContext)
+		lo, hi = max(lo, k-nameContext), min(hi, k+n+nameContext)
 	}
 	return strings.TrimSpace(strings.ToValidUTF8(text[lo:hi], ""))
 }
