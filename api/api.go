@@ -230,6 +230,8 @@ type EventList struct {
 // Health answers GET /healthz.
 type Health struct {
 	Status string `json:"status"`
+	// Version is the running build: module version and commit.
+	Version string `json:"version,omitempty"`
 }
 
 // Ready answers GET /readyz: the store and indexes are open.

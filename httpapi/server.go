@@ -58,6 +58,12 @@ type Options struct {
 	// Gateway configures the model endpoints (POST /v1/chat/completions,
 	// POST /v1/messages).
 	Gateway GatewayOptions
+	// Version is the running build (internal/version), shown by /healthz
+	// and the dashboard's footer.
+	Version string
+	// Now is the server's clock, for the dashboard's "3 min ago"; time.Now
+	// when nil.
+	Now func() time.Time
 }
 
 // Server is the HTTP front of a memory.Service.
@@ -180,7 +186,7 @@ func New(svc *memory.Service, opts Options) *Server {
 	// the API's keys and rate limit; its forms are small, but their
 	// bodies are limited like any.
 	dash := echo.WrapHandler(ui.New(svc, ui.Options{Admit: s.uiAdmit, KeysRequired: len(opts.Keys) > 0,
-		SearchNeighbors: opts.SearchNeighbors, Logger: opts.Logger}))
+		SearchNeighbors: opts.SearchNeighbors, Logger: opts.Logger, Version: opts.Version, Now: opts.Now}))
 	e.Any("/ui", dash)
 	e.Any("/ui/*", dash, s.limitBody)
 	return s
@@ -233,7 +239,7 @@ func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func (s *Server) healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, api.Health{Status: "ok"})
+	return c.JSON(http.StatusOK, api.Health{Status: "ok", Version: s.opts.Version})
 }
 
 func (s *Server) readyz(c echo.Context) error {

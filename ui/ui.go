@@ -45,6 +45,8 @@ type Options struct {
 	Logger          *slog.Logger
 	// Now is the clock for "3 min ago"; time.Now when nil.
 	Now func() time.Time
+	// Version is the running build, shown in every page's footer.
+	Version string
 }
 
 // Handler serves the dashboard.

@@ -23,6 +23,7 @@ import (
 	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/index/glove"
 	"github.com/ctxd/ctxd/index/openai"
+	"github.com/ctxd/ctxd/internal/version"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
 	"github.com/ctxd/ctxd/metrics"
@@ -154,6 +155,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, BodyBytesInFlight: cfg.MaxBodyInFlight,
+		Version: version.Get().String(), Now: cfg.Clock,
 		Gateway: httpapi.GatewayOptions{
 			OpenAI:    httpapi.Upstream{URL: cfg.UpstreamOpenAIURL, Key: os.Getenv("CTXD_UPSTREAM_OPENAI_API_KEY")},
 			Anthropic: httpapi.Upstream{URL: cfg.UpstreamAnthropicURL, Key: os.Getenv("CTXD_UPSTREAM_ANTHROPIC_API_KEY")},
@@ -174,7 +176,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			m.Logger.Warn("pprof server stopped", "err", http.ListenAndServe(cfg.PprofAddr, nil))
 		}()
 	}
-	m.Logger.Info("ctxd listening", "addr", m.Addr.String(), "data_dir", cfg.DataDir,
+	m.Logger.Info("ctxd listening", "addr", m.Addr.String(), "data_dir", cfg.DataDir, "version", version.Get().String(),
 		"embedder", emb.Model(), "started_in", time.Since(start).Round(time.Millisecond))
 	return nil
 }
