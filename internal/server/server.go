@@ -76,6 +76,18 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		}
 	}()
 	cfg := m.Config
+	// Bind first: a port in use must fail before the data dir is created,
+	// opened or indexed.
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
 	empty, err := storeFileEmpty(cfg.DataDir)
 	if err != nil {
 		return err
@@ -119,10 +131,12 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if m.Index, err = index.OpenOrRebuild(m.Logger, IndexPath(cfg.DataDir), iopts, m.Store); err != nil {
 		return err
 	}
+	t0 := time.Now()
 	tok := tokenizer.New()
 	if err := tok.Warm(cfg.Encoding); err != nil {
 		return err
 	}
+	m.Logger.Info("tokenizer ready", "encoding", cfg.Encoding, "took", time.Since(t0).Round(time.Millisecond))
 	if m.Events, err = eventlog.Open(LogsPath(cfg.DataDir), eventlog.Options{Now: cfg.Clock}); err != nil {
 		return err
 	}
@@ -147,9 +161,12 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		Reembed:     cfg.Reembed,
 		Concurrency: memory.Concurrency{Compactions: cfg.MaxCompactions, Embeds: cfg.MaxEmbeds},
 	}
+	t0 = time.Now()
 	if err := m.Service.Open(ctx); err != nil {
 		return fmt.Errorf("open service: %w", err)
 	}
+	m.Logger.Info("service open: embedder model checked, index caught up with the store, cold mirror reconciled",
+		"took", time.Since(t0).Round(time.Millisecond))
 	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent,
 		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
@@ -161,11 +178,6 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			Anthropic: httpapi.Upstream{URL: cfg.UpstreamAnthropicURL, Key: os.Getenv("CTXD_UPSTREAM_ANTHROPIC_API_KEY")},
 			FlushTurn: cfg.GatewayFlush,
 		}})
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-		}
-	}
 	m.Addr = ln.Addr()
 	m.serveErr = make(chan error, 1)
 	m.serveMetrics()
