@@ -13,9 +13,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 
+	"github.com/ctxd/ctxd/internal/version"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -65,7 +65,7 @@ func New(b Backend, o Options) *mcp.Server {
 		o.Logger = slog.Default()
 	}
 	if o.Version == "" {
-		o.Version = buildVersion()
+		o.Version = version.Get().Version
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "ctxd", Title: "ctxd memory", Version: o.Version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogs(o.Logger),
@@ -81,14 +81,6 @@ func New(b Backend, o Options) *mcp.Server {
 	return s
 }
 
-// buildVersion is the module version the binary was built from
-// ("(devel)" for a build from a work tree).
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}
 
 // codedArgumentErrors gives a code to the tool errors the SDK makes itself:
 // arguments that do not fit a tool's input schema are refused before the
