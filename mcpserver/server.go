@@ -81,7 +81,6 @@ func New(b Backend, o Options) *mcp.Server {
 	return s
 }
 
-
 // codedArgumentErrors gives a code to the tool errors the SDK makes itself:
 // arguments that do not fit a tool's input schema are refused before the
 // tool runs, with the SDK's text alone. Every error a tool returns is
