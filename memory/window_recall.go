@@ -133,11 +133,16 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 		text.WriteByte(0)
 	}
 	all := text.String()
+	// Names are looked up by their hash among each message's names; a
+	// user's terms (few) and numbers by their text standing alone, which
+	// also finds a name inside a longer one (module_name in module_name.py).
 	want := map[uint64]int{} // a name's hash -> its term
 	var nums []int
 	for i, t := range terms {
 		switch {
-		case t.number && numberAt(all, t.text) < 0:
+		case user:
+			nums = append(nums, i)
+		case t.number && termAt(all, t.text) < 0:
 			nums = append(nums, i)
 		case !t.number && !covered[t.h]:
 			want[t.h] = i
@@ -193,7 +198,7 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 		for _, t := range nums {
 			k := -1
 			if got[t] < perTerm {
-				k = numberAt(m.Content, terms[t].text)
+				k = termAt(m.Content, terms[t].text)
 			}
 			if k < 0 {
 				continue
@@ -267,9 +272,9 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 	return nil
 }
 
-// numberAt is where the number num stands alone in text (not inside a
-// longer number or a name), or -1.
-func numberAt(text, num string) int {
+// termAt is where num (a number or a name) stands alone in text (not
+// inside a longer number or name), or -1.
+func termAt(text, num string) int {
 	for off := 0; ; {
 		k := strings.Index(text[off:], num)
 		if k < 0 {

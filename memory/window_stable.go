@@ -298,6 +298,11 @@ func (b *windowBuilder) extend(l *loopLayout, originals []*Message) (ok bool, er
 	if used > b.avail {
 		return false, nil // the window must shrink: build it afresh
 	}
+	if out[curStart].Role == RoleUser && b.avail-used < int(LoopRecallShare*float64(b.req.MaxTokens)) {
+		// A user's input gets its recall's room: built afresh, the window
+		// leaves it.
+		return false, nil
+	}
 	for _, wm := range out {
 		if wm.Source != SourcePinned {
 			b.use(wm.Source, wm.Tokens)
