@@ -236,3 +236,24 @@ func TestRecallBlockForTheAgentsOwnNames(t *testing.T) {
 		t.Fatalf("no recall block before the newest step: %s %q", w.Messages[n-3].ID, w.Messages[n-3].Content)
 	}
 }
+
+// The gateway's window carries the window builder's StablePrefix, where the
+// adapters put the provider's cache breakpoint.
+func TestGatewayWindowCarriesStablePrefix(t *testing.T) {
+	h := memorytest.Open(t)
+	g := memory.NewGateway(h.Service)
+	history := []*memory.Message{{Role: memory.RoleSystem, Content: "You are a coding agent."},
+		{Role: memory.RoleUser, Content: "Fix the failing test."}}
+	prev := 0
+	for i := 1; i <= 3; i++ {
+		history = append(history, step(i, codeOutput(i, 2))...)
+		w, err := g.Prepare(context.Background(), memory.GatewayRequest{Session: "gw", History: history, ContextWindow: 16000, Reserve: 2000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.StablePrefix != prev {
+			t.Fatalf("call %d: StablePrefix %d, want the previous window's %d messages", i, w.StablePrefix, prev)
+		}
+		prev = len(w.Messages)
+	}
+}
