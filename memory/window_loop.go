@@ -92,7 +92,7 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 	}
 	b.indexOriginals(originals)
 	if e := b.s.layouts.get(layoutKey(sess.Tenant, sess.ID)); e != nil {
-		ok, err := b.extend(e.layout, originals)
+		ok, err := b.extend(ctx, e.layout, originals)
 		if err != nil || ok {
 			return b.res, err
 		}
@@ -131,6 +131,16 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 			break
 		}
 	}
+	oldest := uint64(0)
+	if current != nil {
+		oldest = current.msgs[0].Seq
+	}
+	// A user who interrupts the loop asks about what its last step showed:
+	// that step comes whole whatever the fill below.
+	if n := len(tail); n > 0 && current != nil && current.msgs[0].Role == RoleUser && !shown[tail[n-1].msgs[0].ID] &&
+		tail[n-1].complete() && tail[n-1].tokens <= b.avail {
+		b.takeTail(tail[n-1:], shown, b.avail, &oldest)
+	}
 	rest := b.avail
 	// Built afresh, the window fills LoopFillPct of the budget: the rest is
 	// held back, room for the calls that follow to append to it.
@@ -139,10 +149,6 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 	hold := max(0, min(b.avail-int(LoopKeepShare*float64(rest)), b.req.MaxTokens-max(int(LoopFillPct*float64(b.req.MaxTokens)), b.req.MaxTokens-b.avail)))
 	b.avail -= hold
 	reserve := min(b.avail, int(LoopDigestShare*float64(rest))+int(LoopRecoveredShare*float64(rest)))
-	oldest := uint64(0)
-	if current != nil {
-		oldest = current.msgs[0].Seq
-	}
 	// The tail, newest first, while it leaves the reserve; then the
 	// summary; then recoveries and the digest; then the tail again with
 	// what they left.
@@ -187,7 +193,7 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 		return res, nil
 	}
 	cur := slices.IndexFunc(res.Messages, func(wm WindowMessage) bool { return wm.ID == current.msgs[0].ID })
-	if err := b.addRecall(originals, cur); err != nil {
+	if err := b.addRecall(ctx, originals, cur); err != nil {
 		return nil, err
 	}
 	b.layout = b.freeze(res.Messages, current.msgs[0].ID, originals[len(originals)-1].Seq)

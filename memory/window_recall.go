@@ -1,8 +1,10 @@
 package memory
 
 import (
+	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -85,7 +87,7 @@ func promptTerms(prompt string, numbers bool) []recallTerm {
 
 // addRecall puts the recall block for the prompt before b.res.Messages[cur]
 // (the newest unit), within what the budget leaves.
-func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
+func (b *windowBuilder) addRecall(ctx context.Context, originals []*Message, cur int) error {
 	msgs := b.res.Messages
 	share := RecallToolShare
 	if msgs[cur].Role == RoleUser {
@@ -209,6 +211,23 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 			hit(m, t, lineAround(m.Content, k, len(terms[t].text)))
 		}
 	}
+	// A user's names that the tail's reach does not hold are searched for
+	// in the whole session (a long session's early outputs).
+	for t := range terms {
+		if !user || got[t] > 0 {
+			continue
+		}
+		older, err := b.searchOlder(ctx, terms[t].text, shown)
+		if err != nil {
+			return err
+		}
+		for _, m := range older {
+			if k := termAt(m.Content, terms[t].text); k >= 0 && got[t] < perTerm {
+				got[t]++
+				hit(m, t, lineAround(m.Content, k, len(terms[t].text)))
+			}
+		}
+	}
 	if len(srcs) == 0 {
 		return nil
 	}
@@ -270,6 +289,29 @@ func (b *windowBuilder) addRecall(originals []*Message, cur int) error {
 	wm := WindowMessage{Message: r, Source: SourceRecovered}
 	b.res.Messages = append(msgs[:cur:cur], append([]WindowMessage{wm}, msgs[cur:]...)...)
 	return nil
+}
+
+// searchOlder finds the session's messages, outside the window, whose text
+// may hold term (a text search: the caller checks), newest first.
+func (b *windowBuilder) searchOlder(ctx context.Context, term string, shown map[string]bool) ([]*Message, error) {
+	hits, err := b.s.Index.Search(ctx, SearchQuery{Tenant: b.sess.Tenant, Text: term, Sessions: []string{b.sess.ID},
+		NoSummaries: true, K: 4 * recallPerUserTerm, Mode: ModeText})
+	if err != nil {
+		return nil, fmt.Errorf("search for a recall: %w", err)
+	}
+	var ids []string
+	for _, h := range hits {
+		if !shown[h.ID] {
+			ids = append(ids, h.ID)
+		}
+	}
+	msgs, err := b.s.Store.MessagesByID(ctx, b.sess.Tenant, ids, false)
+	if err != nil {
+		return nil, err
+	}
+	msgs = slices.DeleteFunc(msgs, func(m *Message) bool { return m.IsSuperseded() || m.IsVersion() || m.IsSummary() })
+	sort.SliceStable(msgs, func(i, j int) bool { return msgs[i].Seq > msgs[j].Seq })
+	return msgs, nil
 }
 
 // termAt is where num (a number or a name) stands alone in text (not

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"hash/fnv"
 	"slices"
 	"strings"
@@ -208,7 +209,7 @@ func (b *windowBuilder) freeze(msgs []WindowMessage, cur string, lastSeq uint64)
 // the newest. ok is false when the layout no longer holds (the caller
 // builds the window afresh): a message it shows changed or is gone, pinned
 // messages changed, or it no longer fits.
-func (b *windowBuilder) extend(l *loopLayout, originals []*Message) (ok bool, err error) {
+func (b *windowBuilder) extend(ctx context.Context, l *loopLayout, originals []*Message) (ok bool, err error) {
 	if l == nil || l.maxTokens != b.req.MaxTokens || l.pinned != b.pinnedSig() {
 		return false, nil
 	}
@@ -312,7 +313,7 @@ func (b *windowBuilder) extend(l *loopLayout, originals []*Message) (ok bool, er
 		}
 	}
 	b.res.Messages = out
-	if err := b.addRecall(originals, curStart); err != nil {
+	if err := b.addRecall(ctx, originals, curStart); err != nil {
 		return false, err
 	}
 	if b.layout = b.freeze(b.res.Messages, out[curStart].ID, lastSeq); b.layout == nil {

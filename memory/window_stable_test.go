@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -255,5 +256,33 @@ func TestGatewayWindowCarriesStablePrefix(t *testing.T) {
 			t.Fatalf("call %d: StablePrefix %d, want the previous window's %d messages", i, w.StablePrefix, prev)
 		}
 		prev = len(w.Messages)
+	}
+}
+
+// In a session longer than the tail's reach (the newest 384 messages), a
+// user's question still brings back the early output that answers it.
+func TestRecallBlockBeyondTheTailsReach(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := context.Background()
+	loopSession(t, h, "s")
+	fact := "vault path secret/payments/stagingDbKey holds the staging_db_secret"
+	planted := mustAppend(t, h, "s", step(0, fact)...)
+	var batch []*memory.Message
+	for i := 1; i <= 200; i++ {
+		batch = append(batch, step(i, fmt.Sprintf("ok %d", i))...)
+		if len(batch) == 40 {
+			mustAppend(t, h, "s", batch...)
+			batch = nil
+		}
+	}
+	q := "What did the early output say about staging_db_secret?"
+	mustAppend(t, h, "s", &memory.Message{Role: memory.RoleUser, Content: q})
+	w, err := h.Context(ctx, "s", memory.ContextRequest{Prompt: q, MaxTokens: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := w.Messages[len(w.Messages)-2]
+	if block.Kind != memory.KindDigest || !strings.Contains(block.Content, fact) || !slices.Contains(block.Sources, planted.IDs[1]) {
+		t.Fatalf("the early output is not recalled: %s %q", block.ID, block.Content)
 	}
 }
