@@ -86,12 +86,15 @@ eval: build-bench
 	$(BENCH_BIN) eval --turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --out /tmp/ctxd-eval-results.jsonl
 
 # Recorded coding-agent runs (../shared/bench/agent-dev) replayed through the API with agent_replay.py's
-# definitions: needed-in-window beside the baseline, compactions, storage, latency growth. About 3 minutes
-# for the 71 runs; AGENT_LIMIT=8 replays the first 8. The figures' JSON goes to /tmp/ctxd-eval-agent.json.
-AGENT_RUNS  ?= ../shared/bench/agent-dev/runs.jsonl
-AGENT_LIMIT ?= 0
+# definitions: needed-in-window beside the baseline and compact-at-limit, cached prefix and cost per call,
+# compactions, storage, latency growth. About 3 minutes for the 71 runs; AGENT_LIMIT=8 replays the first 8;
+# AGENT_PROBES=4 asks 4 questions about old outputs a run (prompted recall; they shift the other figures).
+# The figures' JSON goes to /tmp/ctxd-eval-agent.json.
+AGENT_RUNS   ?= ../shared/bench/agent-dev/runs.jsonl
+AGENT_LIMIT  ?= 0
+AGENT_PROBES ?= 0
 eval-agent: build-bench
-	$(BENCH_BIN) eval --agent $(AGENT_RUNS) --limit $(AGENT_LIMIT) --ctxd $(BIN) --out /tmp/ctxd-eval-agent.json
+	$(BENCH_BIN) eval --agent $(AGENT_RUNS) --limit $(AGENT_LIMIT) --probes $(AGENT_PROBES) --ctxd $(BIN) --out /tmp/ctxd-eval-agent.json
 
 # The same runs through the drop-in gateway (POST /v1/chat/completions, the whole history on every call,
 # go-openai as the client) to a model that answers with the recorded turns: needed-in-window in what the
