@@ -94,7 +94,7 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 	tools := toolsOf(req.Tools)
 	call := gatewayCall{
 		req: memory.GatewayRequest{
-			Session: memory.GatewaySessionID(c.Request().Header.Get(SessionHeader), req.Metadata.UserID, system, firstUser),
+			Session: anthropicSession(c.Request().Header, req.Metadata.UserID, system, firstUser),
 			History: history, ContextWindow: window, Reserve: answerReserve(req.MaxTokens, window), Tools: tools,
 		},
 		format:   f,
@@ -102,6 +102,23 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		stream:   req.Stream,
 	}
 	return s.serveGateway(c, call)
+}
+
+// claudeCodeSessionHeader is the session id Claude Code sends on every
+// call of one CLI session: its main conversation, subagents and side calls.
+const claudeCodeSessionHeader = "X-Claude-Code-Session-Id"
+
+// anthropicSession names the session of a Messages call: X-Ctxd-Session
+// as it is; else Claude Code's session id told apart by the
+// conversation's identity; else as GatewaySessionID (metadata.user_id).
+func anthropicSession(h http.Header, userID, system, firstUser string) string {
+	switch {
+	case h.Get(SessionHeader) != "":
+		return h.Get(SessionHeader)
+	case h.Get(claudeCodeSessionHeader) != "":
+		return memory.GatewayConversationID("cc-", h.Get(claudeCodeSessionHeader), system, firstUser)
+	}
+	return memory.GatewaySessionID("", userID, system, firstUser)
 }
 
 // anthropicBlocks reads a content field: a string is one text block.
