@@ -236,7 +236,7 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 			// own system prompt: a session of its own, superseding
 			// nothing of the main conversation's.
 			status, hdr, body := postGateway(t, ts, "/v1/messages?beta=true", h, map[string]any{"model": "claude-haiku-4-5", "max_tokens": 512,
-				"system": []any{map[string]any{"type": "text", "text": "Write a 5-word title for the conversation."}},
+				"system":   []any{map[string]any{"type": "text", "text": "Write a 5-word title for the conversation."}},
 				"messages": []any{map[string]any{"role": "user", "content": "Find the failing part."}}})
 			if status != 200 || hdr.Get("X-Ctxd-Session") == session {
 				t.Fatalf("side call: %d %s, session %q (the main one %q)", status, body, hdr.Get("X-Ctxd-Session"), session)
