@@ -449,21 +449,22 @@ type anthropicUsage struct {
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
 }
 
-func (u anthropicUsage) prompt() int {
-	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+func (u anthropicUsage) prompt() memory.PromptUsage {
+	return memory.PromptUsage{Input: u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
+		CacheRead: u.CacheReadInputTokens, CacheWrite: u.CacheCreationInputTokens}
 }
 
-func (f *anthropicFormat) answer(body []byte) (*memory.Message, int, error) {
+func (f *anthropicFormat) answer(body []byte) (*memory.Message, memory.PromptUsage, error) {
 	var a struct {
 		Content []anthropicBlock `json:"content"`
 		Usage   anthropicUsage   `json:"usage"`
 	}
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, 0, err
+		return nil, memory.PromptUsage{}, err
 	}
 	msgs, err := fromAnthropic("assistant", a.Content)
 	if err != nil {
-		return nil, 0, err
+		return nil, memory.PromptUsage{}, err
 	}
 	return msgs[0], a.Usage.prompt(), nil
 }
@@ -472,7 +473,7 @@ func (f *anthropicFormat) stream() streamParser { return &anthropicStream{} }
 
 // anthropicStream adds up the content blocks of a streamed message.
 type anthropicStream struct {
-	prompt int
+	prompt memory.PromptUsage
 	blocks []anthropicBlock
 	inputs []string // a tool_use block's input, as it streams
 }
@@ -521,7 +522,7 @@ func (p *anthropicStream) data(line []byte) bool {
 	return false
 }
 
-func (p *anthropicStream) promptTokens() int { return p.prompt }
+func (p *anthropicStream) usage() memory.PromptUsage { return p.prompt }
 
 func (p *anthropicStream) answer() *memory.Message {
 	var blocks []anthropicBlock

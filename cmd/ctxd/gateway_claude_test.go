@@ -31,6 +31,8 @@ type claudeUpstream struct {
 	signed    map[string]string // signature -> thinking text
 	overflows int
 	rejected  []string
+	prev      string // the last request's prompt, for the cache figures
+	cached    int    // cache_read_input_tokens reported, in all
 }
 
 func (u *claudeUpstream) count(tok *tokenizer.Tokenizer, s string) int {
@@ -184,9 +186,18 @@ func newClaudeUpstream(t *testing.T, window, steps int) *claudeUpstream {
 			blocks = append(blocks, map[string]any{"type": "text", "text": "done"})
 		}
 		w.Header().Set("Content-Type", "application/json")
+		// The cache serves the longest prefix this request shares with
+		// the last one (the real one stops at a breakpoint: near enough).
+		prompt := string(req.System) + string(req.Tools) + string(raw[strings.Index(string(raw), `"messages"`):])
+		common := 0
+		for common < len(prompt) && common < len(u.prev) && prompt[common] == u.prev[common] {
+			common++
+		}
+		cached := min(u.count(tok, prompt[:common]), tokens)
+		u.prev, u.cached = prompt, u.cached+cached
 		json.NewEncoder(w).Encode(map[string]any{"id": "msg_" + strconv.Itoa(n), "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
 			"content": blocks, "stop_reason": "tool_use", "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": tokens, "output_tokens": 20, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}})
+			"usage": map[string]any{"input_tokens": tokens - cached, "output_tokens": 20, "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}})
 	})
 	return u
 }
@@ -279,6 +290,14 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 			seen[id] = true
 		}
 	}
+	// The cache figures the upstream reported, kept per session (the side
+	// call's and flush turns' in their own or not at all).
+	st := ts.sessionStatus(session)
+	pc, _ := st["prompt_cache"].(map[string]any)
+	if pc == nil || pc["cache_read_tokens"].(float64) <= 0 || pc["hit_rate"].(float64) <= 0 || pc["calls"].(float64) != steps+1 {
+		t.Fatalf("prompt_cache %v (the upstream reported %d cached tokens)", st["prompt_cache"], up.cached)
+	}
+	t.Logf("prompt cache: %v", pc)
 	if lowered == "" {
 		t.Fatal("no X-Ctxd-Max-Tokens: max_tokens 32,000 was not lowered")
 	}
