@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -311,5 +312,60 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 	// pruned in the window, and none is needed).
 	if st := ts.sessionStatus(session); int(st["compactions"].(float64)) != compactions {
 		t.Fatalf("X-Ctxd-Compacted true on %d calls, the session compacted %v times", compactions, st["compactions"])
+	}
+}
+
+// TestGatewayCountTokensAndModels: POST /v1/messages/count_tokens and GET
+// /v1/models are forwarded with the caller's key, anthropic-* headers and
+// query string (a count ctxd faked would turn a client's own compaction
+// off); ctxd's own refusals on the provider routes come in the provider's
+// error shape.
+func TestGatewayCountTokensAndModels(t *testing.T) {
+	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/messages/count_tokens":
+			fmt.Fprintf(w, `{"input_tokens":%d}`, len(body["messages"].([]any))*100)
+		default:
+			http.Error(w, "unexpected "+r.URL.Path, 404)
+		}
+	})
+	models := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":"gpt-5","object":"model"}],"auth":%q,"path":%q}`, r.Header.Get("Authorization"), r.URL.Path)
+	}))
+	t.Cleanup(models.Close)
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL; c.UpstreamOpenAIURL = models.URL + "/v1" })
+	h := http.Header{"X-Api-Key": {"sk-ant-up"}, "Anthropic-Version": {"2023-06-01"}, "Anthropic-Beta": {"token-counting-2024-11-01"}}
+	status, _, body := postGateway(t, ts, "/v1/messages/count_tokens?beta=true", h, map[string]any{"model": "claude-sonnet-4-5",
+		"messages": []any{map[string]any{"role": "user", "content": "hi"}}})
+	if status != 200 || string(body) != `{"input_tokens":100}` {
+		t.Fatalf("count_tokens: %d %s", status, body)
+	}
+	sent := up.last(t)
+	if sent.Query != "beta=true" || sent.Header.Get("Anthropic-Beta") != "token-counting-2024-11-01" || anthropicKey(sent.Header) != "sk-ant-up" {
+		t.Fatalf("forwarded query %q, beta %q, key %q", sent.Query, sent.Header.Get("Anthropic-Beta"), anthropicKey(sent.Header))
+	}
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer sk-openai")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list map[string]any
+	json.NewDecoder(res.Body).Decode(&list)
+	res.Body.Close()
+	if res.StatusCode != 200 || list["auth"] != "Bearer sk-openai" || list["path"] != "/v1/models" {
+		t.Fatalf("models: %d %v", res.StatusCode, list)
+	}
+	// ctxd's own refusal on /v1/messages: Anthropic's shape.
+	status, _, body = postGateway(t, ts, "/v1/messages", h, map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 10,
+		"messages": []any{map[string]any{"role": "robot", "content": "hi"}}})
+	var e struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	if json.Unmarshal(body, &e); status != 400 || e.Type != "error" || e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, "role") {
+		t.Fatalf("bad role: %d %s", status, body)
 	}
 }
