@@ -160,7 +160,7 @@ type gatewayCall struct {
 }
 
 // contextWindow is the window of the call's model: the header, else the
-// model table, else 0 (the session's own).
+// model table's (at most DefaultGatewayWindow), else 0 (the session's own).
 func contextWindow(c echo.Context, model string) (int, error) {
 	if h := c.Request().Header.Get(ContextWindowHeader); h != "" {
 		n, err := strconv.Atoi(h)
@@ -170,8 +170,16 @@ func contextWindow(c echo.Context, model string) (int, error) {
 		return n, nil
 	}
 	n, _ := memory.ModelWindow(model)
-	return n, nil
+	return min(n, DefaultGatewayWindow), nil
 }
+
+// DefaultGatewayWindow caps the window of a known model when the caller
+// names none: with a model's whole 200k or 400k ctxd would pass a coding
+// agent's history through untouched for hours, and each call would cost
+// all of it. 64,000 holds a coding agent's system prompt and tools (Claude
+// Code's are ~20k) with room for its work; X-Ctxd-Context-Window sets any
+// other.
+const DefaultGatewayWindow = 64_000
 
 // toolsOf is a request's tool definitions as sent ("" for none): ctxd
 // counts them, as the upstream will.

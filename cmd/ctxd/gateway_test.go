@@ -187,6 +187,11 @@ func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
 		}
 		history = append(history, res.Choices[0].Message)
 	}
+	// No X-Ctxd-Context-Window: gpt-4o's 128k capped to the gateway's
+	// default, so ctxd keeps the window rather than passing it through.
+	if w := ts.sessionStatus(session)["context_window"]; w != float64(64_000) {
+		t.Fatalf("context_window %v, want 64000", w)
+	}
 	msgs := sessionMessages(ts, session)
 	var got []string
 	for _, m := range msgs {
