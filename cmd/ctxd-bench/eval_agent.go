@@ -238,6 +238,9 @@ type agentReport struct {
 	Acc        agentAcc
 	StoreBytes int64 // of the in-process server's data dir; 0: not measured (--server)
 	FlushTurns int   // through the gateway: the flush turns it sent the model
+	// through the gateway: the prompt cache the model reported, and what
+	// the sessions' status measured of it, in % of prompt tokens
+	CachedPrefixPct, SessionCacheHitPct float64
 }
 
 // runAgentEval replays the runs against the server and sums the figures.
