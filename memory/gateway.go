@@ -302,7 +302,18 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	// The window and the answer are in the provider's count; the tools and
 	// the history in ctxd's, scaled by the session's calibration.
 	ratio := g.ratio(tenant, req.Session)
-	answer, lowered := fitAnswer(window, req.Reserve, int(float64(tools)*ratio))
+	// What any window must hold: the system prompt and the newest message.
+	must := 0
+	for i, m := range req.History {
+		if m.Role == RoleSystem || i == len(req.History)-1 {
+			n, err := MessageTokens(g.s.Tokenizer, enc, m)
+			if err != nil {
+				return nil, fmt.Errorf("count the history: %w", err)
+			}
+			must += n
+		}
+	}
+	answer, lowered := fitAnswer(window, req.Reserve, int(float64(tools)*ratio), int(float64(must)*ratio))
 	maxTokens := int(float64(window-answer)/ratio) - tools
 	if maxTokens < 1 {
 		return nil, Errorf(EINVALID, "the model's context window (%d tokens) leaves no room for the history after %d tokens for the answer and %d for the tools: lower max_tokens or set X-Ctxd-Context-Window",
@@ -362,19 +373,24 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 // call, and above Anthropic's least thinking budget (1,024).
 const minAnswer = 2048
 
-// fitAnswer is the answer's reserve: the client's, unless it would leave
-// the history less than half of the window after the tools (Claude Code
-// asks for 32,000 whatever the window); then half of that room, never
-// under minAnswer or the client's own smaller figure. Refusing the call
-// would break the agent; a shorter answer limit only ends a long answer
-// sooner.
-func fitAnswer(window, reserve, tools int) (int, bool) {
+// fitAnswer is the answer's reserve: the client's, unless it leaves the
+// history less than an eighth of the window after the tools (Claude Code
+// asks 32,000 whatever the window; a client that leaves less on purpose
+// gets a window that small): then half of that room, or less when the
+// system prompt and the newest message need more, never under minAnswer
+// or the client's own smaller figure. Refusing the call would break the
+// agent; a lower limit only ends a long answer sooner.
+func fitAnswer(window, reserve, tools, must int) (int, bool) {
 	room := window - tools
-	if reserve <= room/2 {
+	if room-reserve >= room/8 {
 		return reserve, false
 	}
-	lowered := max(room/2, min(reserve, minAnswer))
-	return lowered, lowered < reserve
+	lowered := room / 2
+	if room-lowered < must {
+		lowered = room - must
+	}
+	lowered = max(lowered, min(reserve, minAnswer))
+	return min(lowered, reserve), lowered < reserve
 }
 
 // setWindow gives the session the model's window (0: keep the session's,
