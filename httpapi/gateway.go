@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,7 +39,16 @@ type GatewayOptions struct {
 	// FlushTurn lets the gateway give the model one turn to save notes
 	// before a compaction (see memory.FlushInstruction).
 	FlushTurn bool
+	// BodyLimit bounds a model call's body; DefaultGatewayBodyLimit when
+	// 0 (never under the API's own limit).
+	BodyLimit int64
 }
+
+// DefaultGatewayBodyLimit is the largest model call accepted: an agent
+// resends its whole history on every call, and ctxd's window keeps the
+// model from ever telling it to shrink (a 44-step session was 512 KB; a
+// 1,000-step one passes 8 MiB).
+const DefaultGatewayBodyLimit = 256 << 20
 
 // Gateway headers (declared in api): the session and window asked for,
 // and what ctxd did for this call.
@@ -48,6 +58,7 @@ const (
 	tokensHeader        = api.GatewayTokensHeader
 	compactedHeader     = api.GatewayCompactedHeader
 	recoveredHeader     = api.GatewayRecoveredHeader
+	maxTokensHeader     = api.GatewayMaxTokensHeader
 )
 
 // maxUpstreamBody bounds a non-streamed answer read into memory.
@@ -65,9 +76,9 @@ type wireFormat interface {
 	path() string
 	// auth sets the upstream's credentials on out from the caller's in.
 	auth(in, out http.Header, key string)
-	// answer reads a non-streamed answer, and the prompt tokens the
-	// upstream reported (0: none).
-	answer(body []byte) (*memory.Message, int, error)
+	// answer reads a non-streamed answer, and what the upstream reported
+	// of its prompt (zero: nothing).
+	answer(body []byte) (*memory.Message, memory.PromptUsage, error)
 	// stream returns a reader of a streamed answer's events.
 	stream() streamParser
 	// flushBody is the flush turn's request: the window, the agent's tools
@@ -75,20 +86,23 @@ type wireFormat interface {
 	flushBody(w *memory.GatewayWindow) ([]byte, error)
 	// notes reads the notes a flush turn's answer saved.
 	notes(body []byte) []string
+	// stored is told the id of the stored answer (after answer or the
+	// stream's end): the Responses API names it by its response id.
+	stored(s *Server, tenant, session, answer string)
 }
 
 // saveMemorySchema is the input of the save_memory tool, in JSON Schema.
 var saveMemorySchema = json.RawMessage(`{"type":"object","properties":{"note":{"type":"string","description":"the note, self-contained"}},"required":["note"]}`)
 
 // flushParts splits an upstream request for the flush turn: its fields,
-// its messages (into messages) and its tools.
-func flushParts(body []byte, messages any) (map[string]json.RawMessage, []json.RawMessage, error) {
+// its messages (the field key, into messages) and its tools.
+func flushParts(body []byte, key string, messages any) (map[string]json.RawMessage, []json.RawMessage, error) {
 	var out map[string]json.RawMessage
 	var tools []json.RawMessage
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, nil, err
 	}
-	if err := json.Unmarshal(out["messages"], messages); err != nil {
+	if err := json.Unmarshal(out[key], messages); err != nil {
 		return nil, nil, err
 	}
 	if t, ok := out["tools"]; ok && string(t) != "null" {
@@ -102,9 +116,9 @@ func flushParts(body []byte, messages any) (map[string]json.RawMessage, []json.R
 // flushRequest writes the flush turn's request: never streamed, with
 // tool_choice left to the model (a client's forced tool would keep it from
 // saving notes).
-func flushRequest(out map[string]json.RawMessage, messages any, tools []json.RawMessage, choice string) ([]byte, error) {
+func flushRequest(out map[string]json.RawMessage, key string, messages any, tools []json.RawMessage, choice string) ([]byte, error) {
 	var err error
-	if out["messages"], err = json.Marshal(messages); err != nil {
+	if out[key], err = json.Marshal(messages); err != nil {
 		return nil, err
 	}
 	if out["tools"], err = json.Marshal(tools); err != nil {
@@ -131,8 +145,8 @@ type streamParser interface {
 	// data reads one event's data; done: it ends the answer.
 	data(line []byte) (done bool)
 	answer() *memory.Message
-	// promptTokens is what the upstream reported the prompt cost (0: none).
-	promptTokens() int
+	// usage is what the upstream reported of the prompt (zero: nothing).
+	usage() memory.PromptUsage
 }
 
 // gatewayCall is one model call: the domain request, and how to speak to
@@ -142,10 +156,11 @@ type gatewayCall struct {
 	format   wireFormat
 	upstream Upstream
 	stream   bool
+	query    string // the client's query string, passed on
 }
 
 // contextWindow is the window of the call's model: the header, else the
-// model table, else 0 (the session's own).
+// model table's (at most DefaultGatewayWindow), else 0 (the session's own).
 func contextWindow(c echo.Context, model string) (int, error) {
 	if h := c.Request().Header.Get(ContextWindowHeader); h != "" {
 		n, err := strconv.Atoi(h)
@@ -155,7 +170,24 @@ func contextWindow(c echo.Context, model string) (int, error) {
 		return n, nil
 	}
 	n, _ := memory.ModelWindow(model)
-	return n, nil
+	return min(n, DefaultGatewayWindow), nil
+}
+
+// DefaultGatewayWindow caps the window of a known model when the caller
+// names none: with a model's whole 200k or 400k ctxd would pass a coding
+// agent's history through untouched for hours, and each call would cost
+// all of it. 64,000 holds a coding agent's system prompt and tools (Claude
+// Code's are ~20k) with room for its work; X-Ctxd-Context-Window sets any
+// other.
+const DefaultGatewayWindow = 64_000
+
+// toolsOf is a request's tool definitions as sent ("" for none): ctxd
+// counts them, as the upstream will.
+func toolsOf(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	return string(raw)
 }
 
 // answerReserve is what the answer may take: the request's own limit, else
@@ -179,6 +211,7 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 		return memory.Errorf(memory.ENOTFOUND, "this endpoint forwards to an upstream model API, and none is configured: set the upstream URL (--upstream-openai-url or --upstream-anthropic-url)")
 	}
 	ctx := c.Request().Context()
+	call.query = c.Request().URL.RawQuery
 	var resp *http.Response
 	var win *memory.GatewayWindow
 	for attempt := 0; attempt < 2; attempt++ {
@@ -215,17 +248,14 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 	}
 	defer resp.Body.Close()
 	h := c.Response().Header()
-	for k, vs := range resp.Header {
-		switch http.CanonicalHeaderKey(k) {
-		case "Content-Length", "Connection", "Transfer-Encoding", "Keep-Alive":
-		default:
-			h[k] = vs
-		}
-	}
+	copyAnswerHeaders(resp.Header, h)
 	h.Set(SessionHeader, win.Session)
 	h.Set(tokensHeader, strconv.Itoa(win.Tokens))
 	h.Set(compactedHeader, strconv.FormatBool(win.Compacted))
 	h.Set(recoveredHeader, strconv.Itoa(win.Recovered))
+	if win.AnswerLowered {
+		h.Set(maxTokensHeader, strconv.Itoa(win.Answer))
+	}
 	// The answer is stored even when the client has gone: its request's
 	// context is cancelled then, the store must not be.
 	keep := context.WithoutCancel(ctx)
@@ -241,13 +271,15 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 	if err != nil {
 		return memory.Errorf(memory.EUNAVAILABLE, "read the upstream's answer: %v", err)
 	}
-	if ans, prompt, err := call.format.answer(body); err != nil {
+	if ans, usage, err := call.format.answer(body); err != nil {
 		s.opts.Logger.Warn("gateway: the upstream's answer could not be read, not stored", "session", win.Session, "err", err)
 	} else {
-		s.gateway.Calibrate(keep, win.Session, win.Tokens+win.ToolTokens, prompt)
-		if err := s.gateway.StoreAnswer(keep, win.Session, ans); err != nil {
+		s.recordUsage(keep, win, usage)
+		id, err := s.gateway.StoreAnswer(keep, win.Session, ans)
+		if err != nil {
 			return err
 		}
+		call.format.stored(s, memory.TenantFromContext(ctx), win.Session, id)
 	}
 	c.Response().WriteHeader(resp.StatusCode)
 	_, err = c.Response().Write(body)
@@ -269,10 +301,12 @@ func (s *Server) relayStream(c echo.Context, keep context.Context, call gatewayC
 			return
 		}
 		stored = true
-		s.gateway.Calibrate(keep, win.Session, win.Tokens+win.ToolTokens, p.promptTokens())
-		if err := s.gateway.StoreAnswer(keep, win.Session, p.answer()); err != nil {
+		s.recordUsage(keep, win, p.usage())
+		id, err := s.gateway.StoreAnswer(keep, win.Session, p.answer())
+		if err != nil {
 			s.opts.Logger.Error("gateway: store a streamed answer", "session", win.Session, "err", err)
 		}
+		call.format.stored(s, memory.TenantFromContext(keep), win.Session, id)
 	}
 	var readErr error
 	for {
@@ -308,10 +342,20 @@ func (s *Server) relayStream(c echo.Context, keep context.Context, call gatewayC
 	return nil
 }
 
+// recordUsage calibrates the session to the upstream's count and adds the
+// answer's prompt cache figures to the session's.
+func (s *Server) recordUsage(ctx context.Context, win *memory.GatewayWindow, u memory.PromptUsage) {
+	s.gateway.Calibrate(ctx, win.Session, win.Tokens+win.ToolTokens, u.Input)
+	if err := s.gateway.RecordUsage(ctx, win.Session, u); err != nil {
+		s.opts.Logger.Warn("gateway: record the prompt cache figures", "session", win.Session, "err", err)
+	}
+}
+
 // flushTurn sends the upstream the flush turn and stores the notes it
 // saved; it reports whether any were. Its failures are logged, not
 // returned: the client's own call goes on without the notes.
 func (s *Server) flushTurn(ctx context.Context, in http.Header, call gatewayCall, win *memory.GatewayWindow) bool {
+	s.gateway.Flushed(ctx, win.Session) // a model call, whatever comes of it
 	body, err := call.format.flushBody(win)
 	if err != nil {
 		s.opts.Logger.Warn("gateway: render the flush turn", "session", win.Session, "err", err)
@@ -341,26 +385,20 @@ func (s *Server) flushTurn(ctx context.Context, in http.Header, call gatewayCall
 // provider reads (its key, API version and beta flags).
 func (s *Server) forward(ctx context.Context, in http.Header, call gatewayCall, body []byte) (*http.Response, error) {
 	url := strings.TrimSuffix(call.upstream.URL, "/") + call.format.path()
+	if call.query != "" {
+		url += "?" + call.query // Claude Code's ?beta=true
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build the upstream request: %w", err)
 	}
-	for k, vs := range in {
-		lk := strings.ToLower(k)
-		if strings.HasPrefix(lk, "openai-") || strings.HasPrefix(lk, "anthropic-") {
-			req.Header[k] = vs
-		}
-	}
+	providerHeaders(in, req.Header)
 	req.Header.Set("Content-Type", "application/json")
 	if call.stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}
 	call.format.auth(in, req.Header, call.upstream.Key)
-	client := s.opts.Gateway.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := s.upstreamClient().Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -378,12 +416,36 @@ func isOverflow(status int, body []byte) bool {
 		return false
 	}
 	b := strings.ToLower(string(body))
-	for _, sign := range []string{"context_length_exceeded", "maximum context length", "prompt is too long", "context window", "too many tokens"} {
+	for _, sign := range []string{"context_length_exceeded", "maximum context length", "prompt is too long", "context window",
+		"too many tokens", "exceed context limit", "exceeds context limit", "context limit", "input is too long",
+		"context length", "maximum prompt length", "reduce the length of the messages", "too large for model"} {
 		if strings.Contains(b, sign) {
 			return true
 		}
 	}
 	return false
+}
+
+// lowerAnswer writes the window's lowered answer limit into the fields of
+// out the client set (and Anthropic's thinking budget under it, which the
+// API requires).
+func lowerAnswer(out map[string]json.RawMessage, w *memory.GatewayWindow, fields ...string) {
+	if !w.AnswerLowered {
+		return
+	}
+	for _, f := range fields {
+		if _, ok := out[f]; ok {
+			out[f] = json.RawMessage(strconv.Itoa(w.Answer))
+		}
+	}
+	var th map[string]json.RawMessage
+	if raw, ok := out["thinking"]; ok && json.Unmarshal(raw, &th) == nil {
+		var budget int
+		if json.Unmarshal(th["budget_tokens"], &budget) == nil && budget >= w.Answer {
+			th["budget_tokens"] = json.RawMessage(strconv.Itoa(max(1024, w.Answer/2)))
+			out["thinking"], _ = json.Marshal(th)
+		}
+	}
 }
 
 // ignoreClientGone drops the error of writing to a client that left: the
@@ -394,6 +456,10 @@ func ignoreClientGone(error) error { return nil }
 // the gateway does not read is passed to the upstream as the client sent it.
 func decodeModelCall(c echo.Context, req any) (map[string]json.RawMessage, error) {
 	body, err := readBody(c.Request())
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, memory.Errorf(memory.ETOOLARGE, "request body is over the gateway's limit of %d bytes", tooBig.Limit)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -430,7 +496,7 @@ func textOf(raw json.RawMessage) (string, error) {
 	}
 	var out []string
 	for _, p := range parts {
-		if p.Type == "text" || p.Type == "input_text" {
+		if p.Type == "text" || p.Type == "input_text" || p.Type == "output_text" {
 			out = append(out, p.Text)
 		} else {
 			out = append(out, "["+p.Type+"]")

@@ -66,10 +66,7 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	if limit == 0 {
 		limit = req.MaxTokens
 	}
-	tools := ""
-	if len(req.Tools) > 0 && string(req.Tools) != "null" {
-		tools = string(req.Tools)
-	}
+	tools := toolsOf(req.Tools)
 	call := gatewayCall{
 		req: memory.GatewayRequest{
 			Session: memory.GatewaySessionID(c.Request().Header.Get(SessionHeader), req.User, system, firstUser),
@@ -129,6 +126,8 @@ func (f *openaiFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 		return nil, err
 	}
 	out["messages"] = b
+	lowerAnswer(out, w, "max_tokens", "max_completion_tokens")
+	cacheKey(out, w)
 	return json.Marshal(out)
 }
 
@@ -140,20 +139,23 @@ type openaiAnswer struct {
 }
 
 type openaiUsage struct {
-	PromptTokens int `json:"prompt_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
-func (u *openaiUsage) prompt() int {
+func (u *openaiUsage) prompt() memory.PromptUsage {
 	if u == nil {
-		return 0
+		return memory.PromptUsage{}
 	}
-	return u.PromptTokens
+	return memory.PromptUsage{Input: u.PromptTokens, CacheRead: u.PromptTokensDetails.CachedTokens}
 }
 
-func (f *openaiFormat) answer(body []byte) (*memory.Message, int, error) {
+func (f *openaiFormat) answer(body []byte) (*memory.Message, memory.PromptUsage, error) {
 	var a openaiAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, 0, err
+		return nil, memory.PromptUsage{}, err
 	}
 	if len(a.Choices) == 0 {
 		return &memory.Message{Role: memory.RoleAssistant}, a.Usage.prompt(), nil
@@ -161,7 +163,7 @@ func (f *openaiFormat) answer(body []byte) (*memory.Message, int, error) {
 	m := a.Choices[0].Message
 	text, err := textOf(m.Content)
 	if err != nil {
-		return nil, 0, err
+		return nil, memory.PromptUsage{}, err
 	}
 	return &memory.Message{Role: memory.RoleAssistant, Content: text, ToolCalls: m.ToolCalls}, a.Usage.prompt(), nil
 }
@@ -174,10 +176,10 @@ func (f *openaiFormat) stream() streamParser { return &openaiStream{} }
 type openaiStream struct {
 	text   strings.Builder
 	calls  []memory.ToolCall
-	prompt int
+	prompt memory.PromptUsage
 }
 
-func (p *openaiStream) promptTokens() int { return p.prompt }
+func (p *openaiStream) usage() memory.PromptUsage { return p.prompt }
 
 type openaiChunk struct {
 	Usage   *openaiUsage `json:"usage"`
@@ -201,8 +203,8 @@ func (p *openaiStream) data(line []byte) bool {
 	if json.Unmarshal(line, &ch) != nil {
 		return false // not ours to judge: the client gets it as it came
 	}
-	if n := ch.Usage.prompt(); n > 0 {
-		p.prompt = n
+	if u := ch.Usage.prompt(); u.Input > 0 {
+		p.prompt = u
 	}
 	for _, c := range ch.Choices {
 		if c.Index != 0 {
@@ -243,7 +245,7 @@ func (f *openaiFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
 		return nil, err
 	}
 	var msgs []json.RawMessage
-	out, tools, err := flushParts(b, &msgs)
+	out, tools, err := flushParts(b, "messages", &msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +253,7 @@ func (f *openaiFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
 	tool, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]any{
 		"name": memory.SaveMemoryTool, "description": memory.SaveMemoryDescription, "parameters": saveMemorySchema}})
 	delete(out, "stream_options")
-	return flushRequest(out, append(msgs, instr), append(tools, tool), `"auto"`)
+	return flushRequest(out, "messages", append(msgs, instr), append(tools, tool), `"auto"`)
 }
 
 func (f *openaiFormat) notes(body []byte) []string {
@@ -267,3 +269,5 @@ func (f *openaiFormat) notes(body []byte) []string {
 	}
 	return notes
 }
+
+func (f *openaiFormat) stored(*Server, string, string, string) {}

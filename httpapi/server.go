@@ -77,6 +77,8 @@ type Server struct {
 	limiter *middleware.RateLimiterMemoryStore
 	bodies  *bodyBudget // nil: no cap
 	gateway *memory.Gateway
+	// responseIDs name stored answers for previous_response_id.
+	responseIDs responseIDs
 
 	// mu orders Serve's setting up of echo's http.Server with Shutdown,
 	// which another goroutine calls: without it, a Shutdown right after
@@ -91,6 +93,9 @@ var openapiJSON []byte
 
 // New builds the routes for svc.
 func New(svc *memory.Service, opts Options) *Server {
+	if opts.Gateway.BodyLimit <= 0 {
+		opts.Gateway.BodyLimit = DefaultGatewayBodyLimit
+	}
 	if opts.BodyLimit <= 0 {
 		opts.BodyLimit = DefaultBodyLimit
 	}
@@ -184,9 +189,13 @@ func New(svc *memory.Service, opts Options) *Server {
 	// the provider's) and no request timeout: a streamed answer may take
 	// longer than any bound set for ctxd's own calls. POST /v1/messages is
 	// its own route; /v1/messages/:id (a stored message) does not match it.
-	gw := []echo.MiddlewareFunc{s.admitGateway, s.limitBody}
+	gw := []echo.MiddlewareFunc{s.admitGateway, s.limitBodyTo(max(opts.Gateway.BodyLimit, opts.BodyLimit))}
 	v1.POST("/chat/completions", s.chatCompletions, gw...)
 	v1.POST("/messages", s.anthropicMessages, gw...)
+	v1.POST("/responses", s.responses, gw...)
+	v1.POST("/responses/compact", s.responsesCompact, gw...)
+	v1.POST("/messages/count_tokens", s.countTokens, gw...)
+	v1.GET("/models", s.models, s.admitGateway)
 
 	// The dashboard checks keys itself (a browser sends its key in a
 	// cookie, and is sent to a login page rather than answered 401), with

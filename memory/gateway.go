@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -48,10 +49,20 @@ type Gateway struct {
 	// the first call.
 	mu     sync.Mutex
 	ratios map[string]float64
+	// compactions is each session's compaction count when its last window
+	// was built: a compaction that storing the last answer ran (after that
+	// call's headers went) is told with the next window, the first it
+	// shaped.
+	compactions map[string]int
+	// calls counts each session's calls, and flushedAt the call of its
+	// last flush turn: flush turns are spaced (minCallsPerFlush).
+	calls, flushedAt map[string]int
 }
 
 // NewGateway returns the gateway of s.
-func NewGateway(s *Service) *Gateway { return &Gateway{s: s, ratios: map[string]float64{}} }
+func NewGateway(s *Service) *Gateway {
+	return &Gateway{s: s, ratios: map[string]float64{}, compactions: map[string]int{}, calls: map[string]int{}, flushedAt: map[string]int{}}
+}
 
 // Calibration bounds: the margin added to what the provider reported, and
 // the range a ratio is kept in. It never goes below 1: a provider that
@@ -82,18 +93,74 @@ func (g *Gateway) Calibrate(ctx context.Context, session string, sent, reported 
 	key := TenantFromContext(ctx) + "\x00" + session
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if reported <= sent {
-		// The provider counts no more than ctxd (its tokenizer is the
-		// session's encoding, as OpenAI's is): ctxd's count is safe as it
-		// is, and a margin would only leave a twentieth of every window
-		// empty.
+	// A provider that counts no more than ctxd (its tokenizer is the
+	// session's encoding, as OpenAI's is) needs no margin: it would only
+	// leave a twentieth of every window empty.
+	target := minRatio
+	if reported > sent {
+		target = min(max(float64(reported)/float64(sent)*calibrationMargin, minRatio), maxRatio)
+	}
+	old, ok := g.ratios[key]
+	if ok && target < old {
+		// One report under the ratio (a window ctxd over-counted, one
+		// mostly of text that tokenizes alike) does not undo what the
+		// others showed: a ratio reset to 1 overfilled the next window
+		// in the provider's count. It comes down a quarter of the way.
+		target = old - (old-target)/4
+	}
+	if target <= minRatio+0.001 {
 		delete(g.ratios, key)
 		return
 	}
 	if len(g.ratios) >= maxRatios {
 		clear(g.ratios)
 	}
-	g.ratios[key] = min(max(float64(reported)/float64(sent)*calibrationMargin, minRatio), maxRatio)
+	g.ratios[key] = target
+}
+
+// minCallsPerFlush spaces a session's flush turns: each is one more model
+// call, and a small window compacts every few calls; one in twenty keeps
+// them under 5 per 100 client calls.
+const minCallsPerFlush = 20
+
+// flushAllowed counts one call of the session (not a retry) and reports
+// whether a flush turn due now may run.
+func (g *Gateway) flushAllowed(key string, retry bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !retry {
+		if len(g.calls) >= maxRatios {
+			clear(g.calls)
+			clear(g.flushedAt)
+		}
+		g.calls[key]++
+	}
+	last, ok := g.flushedAt[key]
+	return !ok || g.calls[key]-last >= minCallsPerFlush
+}
+
+// Flushed records that the session's flush turn ran on this call.
+func (g *Gateway) Flushed(ctx context.Context, session string) {
+	key := TenantFromContext(ctx) + "\x00" + session
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.flushedAt[key] = g.calls[key]
+}
+
+// compactionsSeen answers the session's compaction count at its last
+// window (before, for a session not seen since the start) and records now.
+func (g *Gateway) compactionsSeen(key string, before, now int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen, ok := g.compactions[key]
+	if !ok {
+		seen = before
+	}
+	if len(g.compactions) >= maxRatios {
+		clear(g.compactions)
+	}
+	g.compactions[key] = now
+	return seen
 }
 
 // ratio is the session's calibration, 1 until the upstream reported usage.
@@ -151,6 +218,11 @@ type GatewayRequest struct {
 	// Harder asks for a smaller window after the upstream refused the last
 	// one as too long: the session is compacted first and the budget cut.
 	Harder bool
+	// After continues the session from one of its stored answers (the
+	// Responses API's previous_response_id): History holds only the new
+	// input, which is stored after that answer; what the session stored
+	// after it is superseded. "": History is the whole conversation.
+	After string
 }
 
 // GatewayMessage is one message of the window to send upstream.
@@ -162,6 +234,11 @@ type GatewayMessage struct {
 	// own form then, so content ctxd does not model (images, cache
 	// controls, thinking blocks) passes through intact.
 	Client int
+	// Origin is that index whenever the message was stored from this
+	// call's history, sent as stored or not (-1: not from it). An adapter
+	// that must keep a turn whole (Anthropic's final assistant turn with
+	// its thinking block) sends the client's form from it.
+	Origin int
 }
 
 // GatewayWindow is what the gateway sends upstream in place of the
@@ -177,6 +254,11 @@ type GatewayWindow struct {
 	Superseded []string // stored messages the client's history replaced
 	Recovered  int      // cold messages brought back for this window
 	Compacted  bool     // a compaction ran during this call
+	// Answer is the answer's reserve the window was built with: the
+	// client's max tokens, or less when they would leave the history less
+	// than half of the window (AnswerLowered); the adapter sends it.
+	Answer        int
+	AnswerLowered bool
 	// StablePrefix is how many leading Messages repeat the session's
 	// previous window exactly (see ContextResult.StablePrefix): where the
 	// adapter places the provider's cache breakpoint.
@@ -220,12 +302,28 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	// The window and the answer are in the provider's count; the tools and
 	// the history in ctxd's, scaled by the session's calibration.
 	ratio := g.ratio(tenant, req.Session)
-	maxTokens := int(float64(window-req.Reserve)/ratio) - tools
+	// What any window must hold: the system prompt and the newest message.
+	must := 0
+	for i, m := range req.History {
+		if m.Role == RoleSystem || i == len(req.History)-1 {
+			n, err := MessageTokens(g.s.Tokenizer, enc, m)
+			if err != nil {
+				return nil, fmt.Errorf("count the history: %w", err)
+			}
+			must += n
+		}
+	}
+	answer, lowered := fitAnswer(window, req.Reserve, int(float64(tools)*ratio), int(float64(must)*ratio))
+	maxTokens := int(float64(window-answer)/ratio) - tools
 	if maxTokens < 1 {
 		return nil, Errorf(EINVALID, "the model's context window (%d tokens) leaves no room for the history after %d tokens for the answer and %d for the tools: lower max_tokens or set X-Ctxd-Context-Window",
 			window, req.Reserve, tools)
 	}
-	out := &GatewayWindow{Session: req.Session, MaxTokens: maxTokens, ToolTokens: tools, Ratio: ratio}
+	out := &GatewayWindow{Session: req.Session, MaxTokens: maxTokens, ToolTokens: tools, Ratio: ratio, Answer: answer, AnswerLowered: lowered}
+	before, err := g.s.Store.Session(ctx, tenant, req.Session)
+	if err != nil {
+		return nil, err
+	}
 	client, err := g.sync(ctx, tenant, req, out)
 	if err != nil {
 		return nil, err
@@ -249,15 +347,50 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	if err != nil {
 		return nil, err
 	}
-	out.Tokens, out.Recovered, out.StablePrefix = res.Tokens, len(res.Recovered)+len(res.AnswerOnly), res.StablePrefix
+	out.FlushDue = out.FlushDue && g.flushAllowed(tenant+"\x00"+req.Session, req.Harder)
+	out.Tokens, out.Recovered = res.Tokens, len(res.Recovered)+len(res.AnswerOnly)
+	out.StablePrefix = res.StablePrefix
 	for _, wm := range res.Messages {
-		gm := GatewayMessage{WindowMessage: wm, Client: -1}
-		if i, ok := client[wm.ID]; ok && wm.PruneLevel == 0 && wm.Content == req.History[i].Content {
-			gm.Client = i
+		gm := GatewayMessage{WindowMessage: wm, Client: -1, Origin: -1}
+		if i, ok := client[wm.ID]; ok {
+			gm.Origin = i
+			if wm.PruneLevel == 0 && wm.Content == req.History[i].Content {
+				gm.Client = i
+			}
 		}
 		out.Messages = append(out.Messages, gm)
 	}
+	// Compactions run on the writes (this call's, or the last answer's),
+	// before the window and in the retry: the session's count says whether
+	// any did since the session's last window.
+	if after, err := g.s.Store.Session(ctx, tenant, req.Session); err == nil {
+		out.Compacted = out.Compacted || after.Compactions > g.compactionsSeen(tenant+"\x00"+req.Session, before.Compactions, after.Compactions)
+	}
 	return out, nil
+}
+
+// minAnswer is the least a lowered answer reserve keeps: room for a tool
+// call, and above Anthropic's least thinking budget (1,024).
+const minAnswer = 2048
+
+// fitAnswer is the answer's reserve: the client's, unless it leaves the
+// history less than an eighth of the window after the tools (Claude Code
+// asks 32,000 whatever the window; a client that leaves less on purpose
+// gets a window that small): then half of that room, or less when the
+// system prompt and the newest message need more, never under minAnswer
+// or the client's own smaller figure. Refusing the call would break the
+// agent; a lower limit only ends a long answer sooner.
+func fitAnswer(window, reserve, tools, must int) (int, bool) {
+	room := window - tools
+	if room-reserve >= room/8 {
+		return reserve, false
+	}
+	lowered := room / 2
+	if room-lowered < must {
+		lowered = room - must
+	}
+	lowered = max(lowered, min(reserve, minAnswer))
+	return min(lowered, reserve), lowered < reserve
 }
 
 // setWindow gives the session the model's window (0: keep the session's,
@@ -333,17 +466,28 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 		client[storedSys[j].ID] = i
 	}
 	for j, m := range storedSys {
-		if !used[j] {
+		// A continuation sends only its new input: the stored system
+		// messages stay, but for the instructions it replaces.
+		if !used[j] && (req.After == "" || m.Metadata[InstructionsKey] == true) {
 			stale = append(stale, m)
 		}
 	}
-	k := 0
-	for k < len(stored) && k < len(sent) && sameTurn(stored[k], req.History[sent[k]]) {
-		client[stored[k].ID] = sent[k]
-		k++
+	if req.After != "" {
+		at := slices.IndexFunc(stored, func(m *Message) bool { return m.ID == req.After })
+		if at < 0 {
+			return nil, Errorf(ENOTFOUND, "the answer %s this call continues is no longer in the session", req.After)
+		}
+		stale = append(stale, stored[at+1:]...)
+		fresh = append(fresh, sent...)
+	} else {
+		k := 0
+		for k < len(stored) && k < len(sent) && sameTurn(stored[k], req.History[sent[k]]) {
+			client[stored[k].ID] = sent[k]
+			k++
+		}
+		stale = append(stale, stored[k:]...)
+		fresh = append(fresh, sent[k:]...)
 	}
-	stale = append(stale, stored[k:]...)
-	fresh = append(fresh, sent[k:]...)
 	slices.Sort(fresh) // stored in the history's order
 	if len(stale) > 0 {
 		ids, err := g.supersede(ctx, tenant, req.Session, stale)
@@ -378,15 +522,39 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 // it takes no part in matching the client's history.
 const GatewayNoteKey = "ctxd_note"
 
+// InstructionsKey marks, in a system message's metadata, a client's
+// instructions (the Responses API's field): a continuation's new
+// instructions replace them.
+const InstructionsKey = "ctxd_instructions"
+
 // IsGatewayNote reports whether the gateway stored m itself.
 func IsGatewayNote(m *Message) bool { return m.Metadata[GatewayNoteKey] == true }
 
-// sameTurn reports whether a resent client message is the stored one: same
-// role, text, tool call id and tool calls. Names and metadata are not
-// compared (SDKs drop or add them between calls).
+// sameTurn reports whether a resent client message is the stored one:
+// same role, text, tool call id and tool calls. Names and metadata are not
+// compared (SDKs drop or add them between calls). An assistant turn with
+// tool calls is the stored one when its calls have the same ids and names,
+// in any order: a call id names one call, and clients rewrite their own
+// turns (Claude Code drops "cd <cwd> &&" from Bash inputs, some reorder
+// text and calls), which must not make ctxd store the history again.
 func sameTurn(stored, sent *Message) bool {
-	if stored.Role != sent.Role || stored.Content != sent.Content || stored.ToolCallID != sent.ToolCallID ||
-		len(stored.ToolCalls) != len(sent.ToolCalls) {
+	if stored.Role != sent.Role || stored.ToolCallID != sent.ToolCallID || len(stored.ToolCalls) != len(sent.ToolCalls) {
+		return false
+	}
+	if len(stored.ToolCalls) > 0 && stored.ToolCalls[0].ID != "" {
+		ids := map[string]string{}
+		for _, tc := range stored.ToolCalls {
+			ids[tc.ID] = tc.Function.Name
+		}
+		for _, tc := range sent.ToolCalls {
+			if name, ok := ids[tc.ID]; !ok || name != tc.Function.Name {
+				return false
+			}
+			delete(ids, tc.ID)
+		}
+		return true
+	}
+	if stored.Content != sent.Content {
 		return false
 	}
 	for i, tc := range stored.ToolCalls {
@@ -396,6 +564,16 @@ func sameTurn(stored, sent *Message) bool {
 		}
 	}
 	return true
+}
+
+// GatewayConversationID names a session from a client's own session id
+// (Claude Code's X-Claude-Code-Session-Id, Anthropic's metadata.user_id)
+// and the conversation's identity (its system prompt and first user
+// message): a CLI's side calls (titles, summaries) and subagents carry
+// the same id as its main conversation, and sharing one session they
+// superseded each other's stored messages.
+func GatewayConversationID(prefix, id, system, firstUser string) string {
+	return prefix + shortHash(id)[:12] + "-" + shortHash(system + "\x00" + firstUser)[:12]
 }
 
 // supersede moves msgs (a stored tail the client's history no longer has)
@@ -450,18 +628,19 @@ func (g *Gateway) supersede(ctx context.Context, tenant, id string, msgs []*Mess
 }
 
 // StoreAnswer stores the upstream's answer (text and tool calls) at the end
-// of the session. An answer with neither (a stream cut before its first
-// token) stores nothing.
-func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Message) error {
+// of the session and answers its id. An answer with neither (a stream cut
+// before its first token) stores nothing and answers "".
+func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Message) (string, error) {
 	if answer.Content == "" && len(answer.ToolCalls) == 0 {
-		return nil
+		return "", nil
 	}
 	unlock := g.lock(TenantFromContext(ctx), session)
 	defer unlock()
-	if _, err := g.s.Append(ctx, session, []*Message{answer}); err != nil {
-		return fmt.Errorf("store the upstream's answer: %w", err)
+	res, err := g.s.Append(ctx, session, []*Message{answer})
+	if err != nil {
+		return "", fmt.Errorf("store the upstream's answer: %w", err)
 	}
-	return nil
+	return res.IDs[0], nil
 }
 
 // The flush turn: when a compaction that drops or summarizes content is
@@ -485,20 +664,48 @@ const maxFlushNotes = 20
 // and take no part in matching the client's history. ECONFLICT when they
 // would pass the session's pinned budget.
 func (g *Gateway) SaveNotes(ctx context.Context, session string, notes []string) error {
+	tenant := TenantFromContext(ctx)
+	stored, err := g.s.Store.Messages(ctx, tenant, session, MessageQuery{States: []State{StateActive, StateRecovered}})
+	if err != nil && ErrorCode(err) != ENOTFOUND {
+		return err
+	}
+	// A note the session holds already is not stored again: a model asked
+	// twice saves much the same facts.
+	seen := map[string]bool{}
+	for _, m := range stored {
+		if IsGatewayNote(m) {
+			seen[noteKey(strings.TrimPrefix(m.Content, notePrefix))] = true
+		}
+	}
 	var msgs []*Message
 	for _, n := range notes {
-		if n = strings.TrimSpace(n); n != "" && len(msgs) < maxFlushNotes {
-			msgs = append(msgs, &Message{Role: RoleSystem, Content: "Note saved before compaction: " + n, Pinned: true,
+		n = strings.TrimSpace(n)
+		if seen[noteKey(n)] {
+			continue
+		}
+		seen[noteKey(n)] = true
+		if n != "" && len(msgs) < maxFlushNotes {
+			msgs = append(msgs, &Message{Role: RoleSystem, Content: notePrefix + n, Pinned: true,
 				Metadata: map[string]any{GatewayNoteKey: true}})
 		}
 	}
 	if len(msgs) == 0 {
 		return nil
 	}
-	unlock := g.lock(TenantFromContext(ctx), session)
+	unlock := g.lock(tenant, session)
 	defer unlock()
 	if _, err := g.s.Append(ctx, session, msgs); err != nil {
 		return fmt.Errorf("store the flush turn's notes: %w", err)
 	}
 	return nil
+}
+
+const notePrefix = "Note saved before compaction: "
+
+// noteKey is what two notes that say the same thing share: their words,
+// lowercased, without punctuation.
+func noteKey(s string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}), " ")
 }

@@ -249,6 +249,9 @@ type agentReport struct {
 	// ProbeRun is the same replay with --probes, whose prompted recall
 	// this report's figures carry (make figures); nil: none.
 	ProbeRun *agentReport
+	// through the gateway: the prompt cache the model reported, and what
+	// the sessions' status measured of it, in % of prompt tokens
+	CachedPrefixPct, SessionCacheHitPct float64
 }
 
 // runAgentEval replays the runs against the server and sums the figures.

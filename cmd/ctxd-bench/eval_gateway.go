@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,27 @@ type gatewayModel struct {
 	got        []openai.ChatCompletionMessage // the last conversation call's messages
 	flushTurns int                            // calls that offered save_memory: the gateway's flush turns
 	fault      error                          // a request it could not read
+	// prev is the last conversation request's messages: the next one's
+	// cached prefix is what it repeats of them, as OpenAI counts it.
+	prev                 []openai.ChatCompletionMessage
+	promptSum, cachedSum int // reported prompt and cached tokens, summed
+	// what the sessions' status measured of the same (prompt_cache)
+	sessionInput, sessionCached int
+}
+
+// openaiCachedPrefix is what OpenAI's prompt cache would serve of msgs after
+// prev: the whole messages they share from the start, in 128-token steps,
+// none under 1,024 tokens.
+func openaiCachedPrefix(tok memory.Tokenizer, prev, msgs []openai.ChatCompletionMessage) int {
+	n := 0
+	for n < len(prev) && n < len(msgs) && reflect.DeepEqual(prev[n], msgs[n]) {
+		n++
+	}
+	tokens, err := gatewayPromptTokens(tok, msgs[:n])
+	if err != nil || tokens < 1024 {
+		return 0
+	}
+	return tokens / 128 * 128
 }
 
 func startGatewayModel(tok memory.Tokenizer) (*gatewayModel, error) {
@@ -93,12 +115,22 @@ func (m *gatewayModel) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"count"}}`, http.StatusInternalServerError)
 		return
 	}
+	cached := 0
+	if !flush {
+		m.mu.Lock()
+		cached = min(openaiCachedPrefix(m.tok, m.prev, req.Messages), prompt)
+		m.prev = req.Messages
+		m.promptSum += prompt
+		m.cachedSum += cached
+		m.mu.Unlock()
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(openai.ChatCompletionResponse{ //nolint:errcheck // the gateway reads it
 		ID: "chatcmpl-eval", Object: "chat.completion", Model: req.Model,
 		Choices: []openai.ChatCompletionChoice{{Message: answer, FinishReason: openai.FinishReasonStop}},
 		// What OpenAI would report for a model of o200k_base.
-		Usage: openai.Usage{PromptTokens: prompt, CompletionTokens: 1, TotalTokens: prompt + 1},
+		Usage: openai.Usage{PromptTokens: prompt, CompletionTokens: 1, TotalTokens: prompt + 1,
+			PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: cached}},
 	})
 }
 
@@ -180,6 +212,8 @@ func runGatewayEval(ctx context.Context, o agentOptions, runs []agentRun) (_ *ag
 		}
 	}
 	rep.FlushTurns = model.flushTurns
+	rep.CachedPrefixPct = pctOf(model.cachedSum, model.promptSum)
+	rep.SessionCacheHitPct = pctOf(model.sessionCached, model.sessionInput)
 	if cl.srv != nil {
 		if rep.StoreBytes, err = metrics.DirBytes(cl.srv.dir, 0)(); err != nil {
 			return nil, fmt.Errorf("gateway eval: data dir: %w", err)
@@ -301,6 +335,12 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 			acc.OverHardLimit++
 		}
 	}
+	if st, err := cl.Session(ctx, sid); err == nil && st.PromptCache != nil {
+		model.mu.Lock()
+		model.sessionInput += st.PromptCache.InputTokens
+		model.sessionCached += st.PromptCache.CachedRead
+		model.mu.Unlock()
+	}
 	return agentFinishRun(ctx, cl, run, stored, contentBytes, lat, acc)
 }
 
@@ -324,5 +364,10 @@ func gatewayFigures(r *agentReport, f jsonObject) jsonObject {
 		}
 		out = append(out, kv)
 	}
-	return append(out, jsonField{"flush_turns", r.FlushTurns})
+	return append(out, jsonField{"flush_turns", r.FlushTurns},
+		// what the model reported cached (the longest whole-message prefix
+		// of its previous request, as OpenAI caches), and what the
+		// sessions' status measured from those reports: they must agree
+		jsonField{"model_cached_prefix_pct", r.CachedPrefixPct},
+		jsonField{"session_cache_hit_pct", r.SessionCacheHitPct})
 }

@@ -31,6 +31,8 @@ type fakeUpstream struct {
 type upstreamRequest struct {
 	Header http.Header
 	Body   map[string]any
+	Raw    []byte // the body as sent
+	Query  string
 }
 
 func newFakeUpstream(t *testing.T, reply func(w http.ResponseWriter, r *http.Request, body map[string]any)) *fakeUpstream {
@@ -48,7 +50,7 @@ func newFakeUpstream(t *testing.T, reply func(w http.ResponseWriter, r *http.Req
 			return
 		}
 		u.mu.Lock()
-		u.requests = append(u.requests, upstreamRequest{Header: r.Header.Clone(), Body: body})
+		u.requests = append(u.requests, upstreamRequest{Header: r.Header.Clone(), Body: body, Raw: raw, Query: r.URL.RawQuery})
 		u.mu.Unlock()
 		u.reply(w, r, body)
 	}))
@@ -177,10 +179,18 @@ func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
 		if got := up.last(t).contents(); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("call %d: upstream got %q, want %q", i, got, want)
 		}
+		if key := up.last(t).Body["prompt_cache_key"]; key != "ctxd-"+session {
+			t.Fatalf("call %d: prompt_cache_key %v, want the session's", i, key)
+		}
 		if auth := up.last(t).Header.Get("Authorization"); auth != "Bearer sk-upstream" {
 			t.Fatalf("upstream Authorization %q, want the caller's", auth)
 		}
 		history = append(history, res.Choices[0].Message)
+	}
+	// No X-Ctxd-Context-Window: gpt-4o's 128k capped to the gateway's
+	// default, so ctxd keeps the window rather than passing it through.
+	if w := ts.sessionStatus(session)["context_window"]; w != float64(64_000) {
+		t.Fatalf("context_window %v, want 64000", w)
 	}
 	msgs := sessionMessages(ts, session)
 	var got []string
