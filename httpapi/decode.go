@@ -21,25 +21,38 @@ import (
 // share of the bytes-in-flight budget until the answer is written.
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r := c.Request()
-		if r.ContentLength > s.opts.BodyLimit {
-			return memory.Errorf(memory.ETOOLARGE, "request body of %d bytes is over the limit of %d; send fewer messages per call", r.ContentLength, s.opts.BodyLimit)
+		release, err := s.takeBody(c.Response(), c.Request())
+		if err != nil {
+			return err
 		}
-		// A body of unknown length (chunked) may grow to the limit.
-		weight := r.ContentLength
-		if weight < 0 {
-			weight = s.opts.BodyLimit
-		}
-		if s.bodies != nil && weight > 0 {
-			if !s.bodies.take(weight) {
-				c.Response().Header().Set("Retry-After", "1")
-				return s.bodies.errBusy(weight)
-			}
-			defer s.bodies.give(weight)
-		}
-		r.Body = http.MaxBytesReader(c.Response(), r.Body, s.opts.BodyLimit)
+		defer release()
 		return next(c)
 	}
+}
+
+// takeBody is limitBody for a request already admitted: it refuses a body
+// over the limit or the budget, caps what is read, and returns what gives
+// the body's share back. Only admitted requests take a share, so a client
+// without a key cannot hold the budget others need.
+func (s *Server) takeBody(w http.ResponseWriter, r *http.Request) (release func(), err error) {
+	if r.ContentLength > s.opts.BodyLimit {
+		return nil, memory.Errorf(memory.ETOOLARGE, "request body of %d bytes is over the limit of %d; send fewer messages per call", r.ContentLength, s.opts.BodyLimit)
+	}
+	// A body of unknown length (chunked) may grow to the limit.
+	weight := r.ContentLength
+	if weight < 0 {
+		weight = s.opts.BodyLimit
+	}
+	release = func() {}
+	if s.bodies != nil && weight > 0 {
+		if !s.bodies.take(weight) {
+			w.Header().Set("Retry-After", "1")
+			return nil, s.bodies.errBusy(weight)
+		}
+		release = func() { s.bodies.give(weight) }
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.BodyLimit)
+	return release, nil
 }
 
 // readBody reads the whole body. With its length declared it reads into

@@ -177,12 +177,12 @@ func New(svc *memory.Service, opts Options) *Server {
 
 	// The dashboard checks keys itself (a browser sends its key in a
 	// cookie, and is sent to a login page rather than answered 401), with
-	// the API's keys and rate limit; its forms are small, but their
-	// bodies are limited like any.
-	dash := echo.WrapHandler(ui.New(svc, ui.Options{Admit: s.uiAdmit, KeysRequired: len(opts.Keys) > 0,
+	// the API's keys and rate limit; its bodies are limited like any, and
+	// take their share of the in-flight budget only once admitted.
+	dash := echo.WrapHandler(ui.New(svc, ui.Options{Admit: s.uiAdmit, TakeBody: s.takeBody, KeysRequired: len(opts.Keys) > 0,
 		SearchNeighbors: opts.SearchNeighbors, Logger: opts.Logger}))
 	e.Any("/ui", dash)
-	e.Any("/ui/*", dash, s.limitBody)
+	e.Any("/ui/*", dash)
 	return s
 }
 
