@@ -180,7 +180,8 @@ var lockTimeout = 2 * time.Second
 // indexed; created_at has no doc values.
 // 4: text, name and when are fields per tenant ("text@acme"), so BM25
 // statistics do not cross tenants; no _all field.
-const schemaVersion = "4"
+// 5: tokens are cut to maxTokenRunes runes before they are stemmed.
+const schemaVersion = "5"
 
 // Index implements memory.Index. It is safe for concurrent use.
 type Index struct {
