@@ -51,3 +51,29 @@ func BenchmarkApplyLongRun(b *testing.B) {
 		})
 	}
 }
+
+// A long query is searched for by its distinct words: a 1 MB prompt of a
+// few words repeated becomes those few words, and still finds what they
+// match; a prompt of ordinary length is searched as written.
+func TestLongQueryBounded(t *testing.T) {
+	x := openTest(t, Options{})
+	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{msg("t", "s", "m", "the walrus deploys staging", 1)}, Watermark: 1})
+	long := strings.Repeat("Walrus deploys the staging cluster ", 1<<20/35)
+	if got := x.boundQuery(long); got != "Walrus deploys staging cluster" { // "the" is a stop word
+		t.Fatalf("a 1 MB query of 5 words repeated is searched as %.80q (%d bytes)", got, len(got))
+	}
+	short := "walrus walrus deploys"
+	if got := x.boundQuery(short); got != short {
+		t.Fatalf("a short query became %q", got)
+	}
+	var distinct strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&distinct, "w%d ", i)
+	}
+	if got := len(strings.Fields(x.boundQuery(distinct.String()))); got != maxQueryTerms {
+		t.Fatalf("a query of 5,000 distinct words kept %d, want %d", got, maxQueryTerms)
+	}
+	if hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: long, Mode: memory.ModeText, K: 5}); !hasID(hits, "m") {
+		t.Fatalf("the 1 MB query found %v", ids(hits))
+	}
+}
