@@ -70,10 +70,8 @@ func readBody(r *http.Request) ([]byte, error) {
 	return body, err
 }
 
-// decode reads a JSON body into v. It refuses invalid UTF-8 (Go's decoder
-// would silently replace it, changing what the client sent) and trailing data.
-func (s *Server) decode(c echo.Context, v any) error {
-	body, err := readBody(c.Request())
+// bodyError is the answer to a body that could not be read.
+func (s *Server) bodyError(err error) error {
 	var tooBig *http.MaxBytesError
 	var netErr net.Error
 	switch {
@@ -84,8 +82,16 @@ func (s *Server) decode(c echo.Context, v any) error {
 		// client sending slowly, or one that stopped before its
 		// Content-Length. It answers 408 and net/http closes the connection.
 		return errReadTimeout(s.opts.ReadTimeout)
-	case err != nil:
-		return memory.Errorf(memory.EINVALID, "read request body: %v", err)
+	}
+	return memory.Errorf(memory.EINVALID, "read request body: %v", err)
+}
+
+// decode reads a JSON body into v. It refuses invalid UTF-8 (Go's decoder
+// would silently replace it, changing what the client sent) and trailing data.
+func (s *Server) decode(c echo.Context, v any) error {
+	body, err := readBody(c.Request())
+	if err != nil {
+		return s.bodyError(err)
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
