@@ -49,7 +49,7 @@ func (s *Service) rewriteColdMirror(ctx context.Context, tenant, sessionID strin
 		err = s.Cold.Rewrite(tenant, sessionID, mirrored(cold))
 	}
 	if err != nil {
-		s.Logger.Error("rewrite cold mirror", "session", sessionID, "err", err)
+		s.mirrorFailed("rewrite the cold mirror of session "+sessionID, err)
 	}
 }
 

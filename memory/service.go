@@ -73,6 +73,7 @@ type Service struct {
 	embedSem     semaphore
 	queued       sync.Map    // tenant\x00session -> background compaction queued
 	syncQueued   atomic.Bool // a background index catch-up is pending
+	mirror       mirrorHealth
 }
 
 // Open checks the embedding model, brings the index and the cold mirror up
@@ -188,6 +189,7 @@ func (s *Service) maintain(ctx context.Context) {
 			continue
 		case <-t.C:
 		}
+		s.retryMirror(ctx)
 		last, err := s.Store.LastSeq(ctx)
 		if err != nil {
 			continue
@@ -215,7 +217,7 @@ func (s *Service) Ready(ctx context.Context) error {
 	if p := s.ix.lastErr.Load(); p != nil {
 		return Errorf(EUNAVAILABLE, "index is behind the store: %v", *p)
 	}
-	return nil
+	return s.mirrorError()
 }
 
 // Started reports whether Open has finished: before that no request is served.

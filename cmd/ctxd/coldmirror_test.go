@@ -363,3 +363,46 @@ func TestRecoveredKeepsMirrorLine(t *testing.T) {
 	ts.Stop()
 	mustConsistent(t, dir, "after a recovery and a delete")
 }
+
+// With the cold mirror unwritable (here a file in place of the tenant's
+// directory), a compaction is still committed to the store, but /readyz
+// answers 503 and says the mirror cannot be written (it said 200 while
+// compactions went unmirrored); deleting a session works (it answered
+// 500). Once the mirror is writable again the server writes what is
+// missing, removes the deleted session's file, and is ready again.
+func TestUnwritableMirrorNotReady(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, dir)
+	compactCold(t, ts, "gone", "capybara")
+	tenantDir := filepath.Dir(coldFile(dir, "gone"))
+	if err := os.Rename(tenantDir, tenantDir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, tenantDir, "not a directory")
+
+	compactCold(t, ts, "kept", "otter")
+	r := ts.do("GET", "/readyz", nil)
+	if r.Status != 503 || !strings.Contains(string(r.Raw), "cold mirror cannot be written") {
+		t.Fatalf("/readyz with compactions unmirrored: %d %s, want 503 naming the mirror", r.Status, r.Raw)
+	}
+	ts.mustDo(204, "DELETE", "/v1/sessions/gone", nil)
+
+	if err := os.Remove(tenantDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tenantDir+".away", tenantDir); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for ts.do("GET", "/readyz", nil).Status != 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready 30 s after the mirror was writable again: %s", ts.do("GET", "/readyz", nil).Raw)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the API the test waits on, not a guess
+	}
+	if _, err := os.Stat(coldFile(dir, "gone")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the deleted session's mirror file is still there: %v", err)
+	}
+	ts.Stop()
+	mustConsistent(t, dir, "after the mirror was writable again")
+}
