@@ -74,6 +74,7 @@ type Service struct {
 	queued       sync.Map    // tenant\x00session -> background compaction queued
 	syncQueued   atomic.Bool // a background index catch-up is pending
 	mirror       mirrorHealth
+	nextExpiry   atomic.Int64 // unix ns of the earliest cold retention the last purge saw; 0: none
 }
 
 // Open checks the embedding model, brings the index and the cold mirror up
@@ -118,6 +119,11 @@ func (s *Service) Open(ctx context.Context) error {
 	}
 	if err := s.reconcileCold(ctx); err != nil {
 		return err
+	}
+	if n, err := s.Purge(ctx, s.Now()); err != nil {
+		return fmt.Errorf("purge expired cold chunks: %w", err)
+	} else if n > 0 {
+		s.Logger.Info("purged expired cold chunks at start", "count", n)
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.closing = cancel, loopCtx.Done()
@@ -190,6 +196,13 @@ func (s *Service) maintain(ctx context.Context) {
 		case <-t.C:
 		}
 		s.retryMirror(ctx)
+		if s.purgeDue(s.Now()) {
+			if n, err := s.Purge(ctx, s.Now()); err != nil {
+				s.Logger.Error("purge expired cold chunks", "err", err)
+			} else if n > 0 {
+				s.Logger.Info("purged expired cold chunks", "count", n)
+			}
+		}
 		last, err := s.Store.LastSeq(ctx)
 		if err != nil {
 			continue
