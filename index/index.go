@@ -297,11 +297,19 @@ func openExisting(dir string, cfg map[string]any) (text bleve.Index, err error) 
 	return text, nil
 }
 
+// isEmptyDir reports whether dir is missing or an empty directory. Something
+// else in its place (a regular file) is no index: ErrCorrupt, which verify
+// reports as index_unusable and a rebuild moves aside, where reading it as
+// a directory failed every caller outright.
 func isEmptyDir(dir string) (bool, error) {
-	entries, err := os.ReadDir(dir)
+	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}
+	if err == nil && !fi.IsDir() {
+		return false, fmt.Errorf("%w: %s is not a directory", ErrCorrupt, dir)
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return false, err
 	}

@@ -84,3 +84,25 @@ func TestStoreRollbackRefused(t *testing.T) {
 		t.Errorf("the index ahead of the store was not kept aside: %v", aside)
 	}
 }
+
+// An index path that is a regular file is an unusable index: verify
+// reports index_unusable (it failed outright, reading it as a directory)
+// and verify --repair rebuilds it.
+func TestVerifyIndexPathIsAFile(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, dir)
+	ts.store("s", msg("user", "the penguins march at noon"))
+	ts.Stop()
+	if err := os.RemoveAll(server.IndexPath(dir)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, server.IndexPath(dir), "not an index")
+	out, errOut, code := runBinaryCmd(t, "verify", "--data-dir", dir)
+	if code != 1 || !strings.Contains(out, "index_unusable") {
+		t.Fatalf("verify with a file for the index exited %d, want 1 and index_unusable:\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := runBinaryCmd(t, "verify", "--repair", "--data-dir", dir); code != 0 {
+		t.Fatalf("verify --repair exited %d:\n%s%s", code, out, errOut)
+	}
+	mustConsistent(t, dir, "after verify --repair rebuilt the index")
+}
