@@ -235,10 +235,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.e.Shutdown(ctx)
 }
 
-// requestContext puts the request id in the context, for the domain's logs.
+// requestContext puts the request id in the context, for the domain's logs,
+// and marks every answer neither sniffable nor cacheable.
 func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Response().Header().Get(echo.HeaderXRequestID)
+		// Answers carry stored content and are the caller's own: no
+		// browser may sniff one into another type, and no cache (a shared
+		// proxy's, the browser's) may keep one.
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set(echo.HeaderCacheControl, "no-store")
 		r := c.Request()
 		c.SetRequest(r.WithContext(memory.NewContextWithRequestID(r.Context(), id)))
 		return next(c)
