@@ -72,6 +72,12 @@ func (s *Service) Purge(ctx context.Context, now time.Time) (int, error) {
 		if !until.IsZero() && (next.IsZero() || until.Before(next)) {
 			next = until
 		}
+		if ErrorCode(err) == EDAMAGED {
+			// One damaged record must not stop every other session's
+			// purge; verify names it.
+			s.Logger.Error("purge skipped a session with a damaged record", "tenant", sess.Tenant, "session", sess.ID, "err", err)
+			return nil
+		}
 		return err
 	})
 	if purged > 0 {

@@ -120,8 +120,10 @@ func (s *Service) Open(ctx context.Context) error {
 	if err := s.reconcileCold(ctx); err != nil {
 		return err
 	}
+	// Not fatal: a store with a damaged record must still start (verify
+	// names it); the maintain loop purges again.
 	if n, err := s.Purge(ctx, s.Now()); err != nil {
-		return fmt.Errorf("purge expired cold chunks: %w", err)
+		s.Logger.Error("purge expired cold chunks at start", "err", err)
 	} else if n > 0 {
 		s.Logger.Info("purged expired cold chunks at start", "count", n)
 	}

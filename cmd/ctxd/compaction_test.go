@@ -63,7 +63,7 @@ func checkReachable(t *testing.T, ts *testServer, session string, acked []string
 }
 
 func TestAutoCompactionUnderBudget(t *testing.T) {
-	ts := startServer(t, t.TempDir())
+	ts := startServer(t, t.TempDir(), thirtyDays)
 	// A low cutoff sends the middle band to summaries rather than drops, so
 	// both paths run.
 	ts.mustDo(200, "PUT", "/v1/sessions/auto", map[string]any{"context_window": 2000, "relevance_cutoff": 0.06})
