@@ -137,10 +137,11 @@ func (s *Server) admitBy(key func(*http.Request) (string, bool), how string) ech
 func (s *Server) admitRequest(c echo.Context, next echo.HandlerFunc, key func(*http.Request) (string, bool), how string) error {
 	r := c.Request()
 	token, _ := key(r)
-	caller, err := s.authenticate("ip:"+c.RealIP(), token, r.Header.Get(TenantHeader), how)
+	caller, identity, err := s.authenticate("ip:"+c.RealIP(), token, r.Header.Get(TenantHeader), how)
 	if err != nil {
 		return err
 	}
+	c.Set(identityKey, identity)
 	if len(s.opts.Keys) > 0 {
 		c.Set(adminKey, caller.Admin)
 	}
@@ -152,38 +153,58 @@ func (s *Server) admitRequest(c echo.Context, next echo.HandlerFunc, key func(*h
 // limit: per key, or per client (ip) without keys and for failed attempts,
 // so guessing keys is rate limited too. asked is the tenant an admin key
 // asks to act as ("": its own); how says how to send a key. The API and
-// the dashboard both admit through it.
-func (s *Server) authenticate(ip, token, asked, how string) (ui.Caller, error) {
-	caller := ui.Caller{Tenant: memory.DefaultTenant}
+// the dashboard both admit through it. identity is whose allowance was
+// charged, for requests that carry more than one call (chargeMore).
+func (s *Server) authenticate(ip, token, asked, how string) (caller ui.Caller, identity string, err error) {
+	caller = ui.Caller{Tenant: memory.DefaultTenant}
 	if len(s.opts.Keys) == 0 {
-		return caller, s.charge(ip, nil)
+		return caller, ip, s.charge(ip, nil)
 	}
 	if token == "" {
-		return caller, s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "missing API key: %s", how))
+		return caller, ip, s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "missing API key: %s", how))
 	}
 	k, ok := lookup(s.opts.Keys, token)
 	if !ok {
-		return caller, s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "unknown API key"))
+		return caller, ip, s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "unknown API key"))
 	}
 	caller = ui.Caller{Tenant: k.Tenant, Admin: k.Admin}
-	if err := s.charge("key:"+hex.EncodeToString(k.Hash[:8]), nil); err != nil {
-		return caller, err
+	identity = "key:" + hex.EncodeToString(k.Hash[:8])
+	if err := s.charge(identity, nil); err != nil {
+		return caller, identity, err
 	}
 	if asked != "" && asked != caller.Tenant {
 		if !k.Admin {
-			return caller, memory.Errorf(memory.EFORBIDDEN, "this key belongs to another tenant; only an admin key may act as %q", asked)
+			return caller, identity, memory.Errorf(memory.EFORBIDDEN, "this key belongs to another tenant; only an admin key may act as %q", asked)
 		}
 		if !tenantName.MatchString(asked) {
-			return caller, memory.Errorf(memory.EINVALID, "%s: not a valid tenant name", TenantHeader)
+			return caller, identity, memory.Errorf(memory.EINVALID, "%s: not a valid tenant name", TenantHeader)
 		}
 		caller.Tenant = asked
 	}
-	return caller, nil
+	return caller, identity, nil
+}
+
+// identityKey holds, in the echo context, whose rate limit an admitted
+// request was charged to.
+const identityKey = "ctxd.identity"
+
+// chargeMore takes n more requests from the allowance of the caller
+// admitted on c: a request that carries n+1 calls (an MCP batch) costs
+// what n+1 requests do.
+func (s *Server) chargeMore(c echo.Context, n int) error {
+	identity, _ := c.Get(identityKey).(string)
+	for range n {
+		if err := s.charge(identity, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // uiAdmit admits the dashboard's requests with the API's keys.
 func (s *Server) uiAdmit(r *http.Request, key, asTenant string) (ui.Caller, error) {
-	return s.authenticate("ip:"+s.e.IPExtractor(r), key, asTenant, "log in at /ui/login with an API key")
+	caller, _, err := s.authenticate("ip:"+s.e.IPExtractor(r), key, asTenant, "log in at /ui/login with an API key")
+	return caller, err
 }
 
 // charge takes one request from identity's allowance: a 429 when it is

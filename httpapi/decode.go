@@ -33,26 +33,45 @@ func (s *Server) limitBodyTo(limit int64) echo.MiddlewareFunc {
 
 func (s *Server) limitedBody(next echo.HandlerFunc, limit int64) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r := c.Request()
-		if r.ContentLength > limit {
-			return memory.Errorf(memory.ETOOLARGE, "request body of %d bytes is over the limit of %d; send fewer messages per call", r.ContentLength, limit)
+		release, err := s.takeBodyUpTo(c.Response(), c.Request(), limit)
+		if err != nil {
+			return err
 		}
-		// A body of unknown length (chunked) may grow to the limit; it
-		// weighs no more than the API's own limit in the in-flight budget.
-		weight := r.ContentLength
-		if weight < 0 {
-			weight = min(limit, s.opts.BodyLimit)
-		}
-		if s.bodies != nil && weight > 0 {
-			if !s.bodies.take(weight) {
-				c.Response().Header().Set("Retry-After", "1")
-				return s.bodies.errBusy(weight)
-			}
-			defer s.bodies.give(weight)
-		}
-		r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
+		defer release()
 		return next(c)
 	}
+}
+
+// takeBody is limitBody for a request already admitted: it refuses a body
+// over the limit or the budget, caps what is read, and returns what gives
+// the body's share back. Only admitted requests take a share, so a client
+// without a key cannot hold the budget others need.
+func (s *Server) takeBody(w http.ResponseWriter, r *http.Request) (release func(), err error) {
+	return s.takeBodyUpTo(w, r, s.opts.BodyLimit)
+}
+
+// takeBodyUpTo is takeBody with its own limit (the gateway's: an agent
+// resends its whole history on every call).
+func (s *Server) takeBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64) (release func(), err error) {
+	if r.ContentLength > limit {
+		return nil, memory.Errorf(memory.ETOOLARGE, "request body of %d bytes is over the limit of %d; send fewer messages per call", r.ContentLength, limit)
+	}
+	// A body of unknown length (chunked) may grow to the limit; it weighs
+	// no more than the API's own limit in the in-flight budget.
+	weight := r.ContentLength
+	if weight < 0 {
+		weight = min(limit, s.opts.BodyLimit)
+	}
+	release = func() {}
+	if s.bodies != nil && weight > 0 {
+		if !s.bodies.take(weight) {
+			w.Header().Set("Retry-After", "1")
+			return nil, s.bodies.errBusy(weight)
+		}
+		release = func() { s.bodies.give(weight) }
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	return release, nil
 }
 
 // readBody reads the whole body. With its length declared it reads into
@@ -70,10 +89,8 @@ func readBody(r *http.Request) ([]byte, error) {
 	return body, err
 }
 
-// decode reads a JSON body into v. It refuses invalid UTF-8 (Go's decoder
-// would silently replace it, changing what the client sent) and trailing data.
-func (s *Server) decode(c echo.Context, v any) error {
-	body, err := readBody(c.Request())
+// bodyError is the answer to a body that could not be read.
+func (s *Server) bodyError(err error) error {
 	var tooBig *http.MaxBytesError
 	var netErr net.Error
 	switch {
@@ -84,8 +101,16 @@ func (s *Server) decode(c echo.Context, v any) error {
 		// client sending slowly, or one that stopped before its
 		// Content-Length. It answers 408 and net/http closes the connection.
 		return errReadTimeout(s.opts.ReadTimeout)
-	case err != nil:
-		return memory.Errorf(memory.EINVALID, "read request body: %v", err)
+	}
+	return memory.Errorf(memory.EINVALID, "read request body: %v", err)
+}
+
+// decode reads a JSON body into v. It refuses invalid UTF-8 (Go's decoder
+// would silently replace it, changing what the client sent) and trailing data.
+func (s *Server) decode(c echo.Context, v any) error {
+	body, err := readBody(c.Request())
+	if err != nil {
+		return s.bodyError(err)
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {

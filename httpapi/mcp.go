@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 
@@ -20,6 +22,9 @@ func (s *Server) mountMCP(mw []echo.MiddlewareFunc) {
 	h := mcpserver.NewHTTPHandler(s.svc, mcpserver.HTTPOptions{Logger: s.opts.Logger,
 		SearchNeighbors: s.opts.SearchNeighbors, BodyLimit: s.opts.BodyLimit, Authenticated: len(s.opts.Keys) > 0})
 	s.e.POST("/mcp", func(c echo.Context) error {
+		if err := s.chargeBatch(c); err != nil {
+			return err
+		}
 		w := &heldRefusal{ResponseWriter: c.Response().Writer}
 		h.ServeHTTP(w, c.Request())
 		if w.status == 0 {
@@ -34,6 +39,32 @@ func (s *Server) mountMCP(mw []echo.MiddlewareFunc) {
 		}
 		return echo.NewHTTPError(status, "mcp: "+strings.TrimSpace(w.body.String()))
 	}, mw...)
+}
+
+// chargeBatch charges the rate limit for each call of a JSON-RPC batch
+// beyond the first (admit charged that one): one POST of 2,000
+// memory_context calls ran them all under a limit of 2 requests/s. A
+// batch is refused whole, before any call runs, when the allowance cannot
+// cover it. The body, limited already, is read here and handed on as read.
+func (s *Server) chargeBatch(c echo.Context) error {
+	if s.limiter == nil {
+		return nil
+	}
+	r := c.Request()
+	body, err := readBody(r)
+	if err != nil {
+		return s.bodyError(err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '[' {
+		return nil
+	}
+	var calls []json.RawMessage
+	if json.Unmarshal(trimmed, &calls) != nil || len(calls) < 2 {
+		return nil // the transport answers what is not a batch
+	}
+	return s.chargeMore(c, len(calls)-1)
 }
 
 // heldRefusal passes an answer through, except a plain-text error (a 4xx

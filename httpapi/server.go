@@ -199,12 +199,12 @@ func New(svc *memory.Service, opts Options) *Server {
 
 	// The dashboard checks keys itself (a browser sends its key in a
 	// cookie, and is sent to a login page rather than answered 401), with
-	// the API's keys and rate limit; its forms are small, but their
-	// bodies are limited like any.
-	dash := echo.WrapHandler(ui.New(svc, ui.Options{Admit: s.uiAdmit, KeysRequired: len(opts.Keys) > 0,
+	// the API's keys and rate limit; its bodies are limited like any, and
+	// take their share of the in-flight budget only once admitted.
+	dash := echo.WrapHandler(ui.New(svc, ui.Options{Admit: s.uiAdmit, TakeBody: s.takeBody, KeysRequired: len(opts.Keys) > 0,
 		SearchNeighbors: opts.SearchNeighbors, Logger: opts.Logger, Version: opts.Version, Now: opts.Now}))
 	e.Any("/ui", dash)
-	e.Any("/ui/*", dash, s.limitBody)
+	e.Any("/ui/*", dash)
 	return s
 }
 
@@ -244,10 +244,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.e.Shutdown(ctx)
 }
 
-// requestContext puts the request id in the context, for the domain's logs.
+// requestContext puts the request id in the context, for the domain's logs,
+// and marks every answer neither sniffable nor cacheable.
 func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Response().Header().Get(echo.HeaderXRequestID)
+		// Answers carry stored content and are the caller's own: no
+		// browser may sniff one into another type, and no cache (a shared
+		// proxy's, the browser's) may keep one.
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set(echo.HeaderCacheControl, "no-store")
 		r := c.Request()
 		c.SetRequest(r.WithContext(memory.NewContextWithRequestID(r.Context(), id)))
 		return next(c)

@@ -180,7 +180,8 @@ var lockTimeout = 2 * time.Second
 // indexed; created_at has no doc values.
 // 4: text, name and when are fields per tenant ("text@acme"), so BM25
 // statistics do not cross tenants; no _all field.
-const schemaVersion = "4"
+// 5: tokens are cut to maxTokenRunes runes before they are stemmed.
+const schemaVersion = "5"
 
 // Index implements memory.Index. It is safe for concurrent use.
 type Index struct {
@@ -296,11 +297,19 @@ func openExisting(dir string, cfg map[string]any) (text bleve.Index, err error) 
 	return text, nil
 }
 
+// isEmptyDir reports whether dir is missing or an empty directory. Something
+// else in its place (a regular file) is no index: ErrCorrupt, which verify
+// reports as index_unusable and a rebuild moves aside, where reading it as
+// a directory failed every caller outright.
 func isEmptyDir(dir string) (bool, error) {
-	entries, err := os.ReadDir(dir)
+	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}
+	if err == nil && !fi.IsDir() {
+		return false, fmt.Errorf("%w: %s is not a directory", ErrCorrupt, dir)
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return false, err
 	}

@@ -17,15 +17,24 @@ type Truth interface {
 	LastSeq(ctx context.Context) (uint64, error)
 }
 
+// ErrAhead marks an index that holds changes the store does not: the store
+// lost its newest writes (a bbolt file whose newest meta page was lost
+// falls back to the one before, silently), or it was replaced by an older
+// copy. The index is the evidence of what was lost; rebuilding it from the
+// store would erase that evidence and serve the rolled-back store as whole.
+var ErrAhead = errors.New("the full-text index is ahead of the store")
+
 // OpenOrRebuild opens the index at dir, and when it cannot be used sets it
 // up to be rebuilt from the store, the truth: one that cannot be opened, or
-// that is ahead of the store (it belongs to another store), is moved aside
-// to dir.broken-UNIXTIME, for a post-mortem; one written with another
-// schema (an upgrade) is removed. Either way a new, empty index is opened,
-// which the service fills from the change log. An index held by another
-// process or an unreadable dir is an error, not damage: nothing is moved.
-// Search snippets are cut from the store's text (the index does not keep it).
-func OpenOrRebuild(log *slog.Logger, dir string, opts Options, store Truth) (*Index, error) {
+// (with allowAhead) that is ahead of the store, is moved aside to
+// dir.broken-UNIXTIME, for a post-mortem; one written with another schema
+// (an upgrade) is removed. Either way a new, empty index is opened, which
+// the service fills from the change log. An index ahead of the store
+// without allowAhead is ErrAhead, and nothing is moved. An index held by
+// another process or an unreadable dir is an error, not damage: nothing is
+// moved. Search snippets are cut from the store's text (the index does not
+// keep it).
+func OpenOrRebuild(log *slog.Logger, dir string, opts Options, store Truth, allowAhead bool) (*Index, error) {
 	opts.Texts = store
 	idx, err := Open(dir, opts)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
@@ -38,6 +47,9 @@ func OpenOrRebuild(log *slog.Logger, dir string, opts Options, store Truth) (*In
 			return idx, nil
 		}
 		idx.Close()
+		if werr == nil && lerr == nil && !allowAhead {
+			return nil, fmt.Errorf("%w: the index holds changes up to %d, the store only up to %d (%d changes the store acknowledged are gone from it)", ErrAhead, wm, last, wm-last)
+		}
 		err = fmt.Errorf("index watermark %d is ahead of the store (%d) or unreadable (%v)", wm, last, errors.Join(werr, lerr))
 	}
 	if errors.Is(err, ErrSchema) {

@@ -78,7 +78,7 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	var text string         // what the text side searched for
 	var expansions []string // and the neighbours of its words
 	if useText {
-		text = x.withoutCommonTerms(ctx, q.Tenant, q.Text)
+		text = x.withoutCommonTerms(ctx, q.Tenant, x.boundQuery(q.Text))
 		if expands(&q) {
 			expansions = x.expansionWords(q.Tenant, text)
 		}

@@ -70,7 +70,11 @@ func New(b Backend, o Options) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "ctxd", Title: "ctxd memory", Version: o.Version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogs(o.Logger),
 			// Tools and resources are all there is: no logging capability.
-			Capabilities: &mcp.ServerCapabilities{}})
+			Capabilities: &mcp.ServerCapabilities{},
+			// Every answer is the caller's tenant's (its sessions, their
+			// status): no shared cache may keep one for another caller.
+			// Unset, the SDK marks them "public".
+			SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" }})
 	t := &tools{b: b, log: o.Logger}
 	t.add(s)
 	s.AddResourceTemplate(&mcp.ResourceTemplate{

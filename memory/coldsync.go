@@ -11,9 +11,10 @@ import (
 // compareMirror compares one session's mirror file with msgs, the session's
 // stored messages that went cold (in a cold state, or recovered with the
 // line they were given when they went cold), and reports each difference to
-// add: every message in a cold state needs a line that agrees with the store
-// (the last line of its id; see ColdAuditor.Fingerprint for what must
-// agree), and a line may only name one of msgs. verify and start-up's
+// add: each of msgs needs a line that agrees with the store (the last line
+// of its id; see ColdAuditor.Fingerprint for what must agree), a recovered
+// one too (dropped again, it writes none: see mirrored), and a line may
+// only name one of msgs. verify and start-up's
 // reconciliation judge a file by the same rules.
 //
 // Lines of the ids in damaged (records that fail their checksum) are not
@@ -39,7 +40,7 @@ func compareMirror(cold ColdAuditor, sess msgRef, file MirrorFile, msgs []*Messa
 		}
 		line, ok := last[m.ID]
 		switch {
-		case !ok && !m.InWindow():
+		case !ok:
 			add(FindColdMissing, ref, "%s message has no line in the cold mirror", m.State)
 		case ok && line != fp:
 			add(FindColdStale, ref, "mirror line differs from the store")
@@ -119,7 +120,7 @@ func (s *Service) reconcileCold(ctx context.Context) error {
 func (s *Service) reconcileColdSession(ctx context.Context, audit ColdAuditor, tenant, id string) (bool, error) {
 	unlock := s.lockSession(tenant, id)
 	defer unlock()
-	coldNow, err := s.Store.Messages(ctx, tenant, id, MessageQuery{States: coldStates})
+	coldNow, err := s.Store.Messages(ctx, tenant, id, MessageQuery{States: mirrorStates})
 	if ErrorCode(err) == EDAMAGED {
 		// Rewriting from a store that cannot read a record would drop the
 		// mirror's line of it, perhaps its last good copy: leave the file
@@ -134,8 +135,9 @@ func (s *Service) reconcileColdSession(ctx context.Context, audit ColdAuditor, t
 	if err != nil {
 		return false, fmt.Errorf("read cold mirror of %s: %w", id, err)
 	}
-	// Lines may also name recovered originals, which keep their line: read
-	// what the store has of the ids the cold states did not cover.
+	coldNow = mirrored(coldNow)
+	// Lines may name messages of other states that went cold once: read
+	// what the store has of the ids the states above did not cover.
 	msgs := slices.Clone(coldNow)
 	have := make(map[string]bool, len(coldNow))
 	for _, m := range coldNow {
@@ -171,7 +173,7 @@ func (s *Service) reconcileColdSession(ctx context.Context, audit ColdAuditor, t
 	if err != nil || len(kinds) == 0 {
 		return false, err
 	}
-	if err := audit.Rewrite(tenant, id, coldNow); err != nil {
+	if err := audit.Rewrite(tenant, id, msgs); err != nil {
 		return false, fmt.Errorf("rewrite cold mirror of %s: %w", id, err)
 	}
 	s.Logger.Info("cold mirror file rewritten from the store", "tenant", tenant, "session", id, "differences", len(kinds))

@@ -379,7 +379,7 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 func (s *Service) afterCompaction(ctx context.Context, tenant, sessionID string, pol Policy, moved, mirror []*Message, rep *CompactionReport) {
 	if s.Cold != nil && len(mirror) > 0 {
 		if err := s.Cold.Append(tenant, sessionID, mirror); err != nil {
-			s.Logger.Error("mirror cold chunks", "session", sessionID, "err", err)
+			s.mirrorFailed("mirror the cold originals of session "+sessionID, err)
 		}
 	}
 	s.event("compaction", map[string]any{"tenant": tenant, "session": sessionID, "trigger": rep.Trigger,

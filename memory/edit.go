@@ -249,7 +249,7 @@ func (s *Service) mirrorEdit(ctx context.Context, tenant, sessionID string, res 
 	}
 	if res.Previous != nil {
 		if err := s.Cold.Append(tenant, sessionID, []*Message{res.Previous}); err != nil {
-			s.Logger.Error("mirror earlier version", "session", sessionID, "message", res.Message.ID, "err", err)
+			s.mirrorFailed("mirror the earlier version of message "+res.Message.ID, err)
 		}
 	}
 }

@@ -141,6 +141,7 @@ func CheckExport(r io.Reader) (*ExportReport, error) {
 // end tells whether what it saw is a whole export.
 type exportCheck struct {
 	hdr                *ExportHeader
+	sess               *Session // the session the messages read now follow
 	trailer            *ExportTrailer
 	sessions, messages int
 }
@@ -158,6 +159,9 @@ func (c *exportCheck) see(rec *ExportRecord, line int) error {
 		}
 		c.hdr = rec.Header
 		return nil
+	}
+	if err := c.checkImported(rec, line); err != nil {
+		return err
 	}
 	switch rec.Type {
 	case RecordSession:

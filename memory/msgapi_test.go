@@ -184,19 +184,27 @@ func TestPinnedTotalOfAnOlderSession(t *testing.T) {
 
 // Earlier versions expire with the session's cold chunks: the purge
 // deletes them and the edited message stops listing them.
-func TestPurgeForgetsEarlierVersions(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	svc, _ := openService(t, clk, nil)
+// storeEdited stores a message in session "s" and edits it once: the
+// earlier version is cold, with the default retention.
+func storeEdited(t *testing.T, svc *memory.Service) (string, *memory.EditResult) {
+	t.Helper()
 	ctx := context.Background()
 	res, err := svc.Append(ctx, "s", userMsgs("the deploy key lives in vault path secret/deploy"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := res.IDs[0]
-	edit, err := svc.EditMessage(ctx, id, memory.MessageEdit{Content: new("the deploy key lives in vault path secret/ci")})
+	edit, err := svc.EditMessage(ctx, res.IDs[0], memory.MessageEdit{Content: new("the deploy key lives in vault path secret/ci")})
 	if err != nil || edit.Previous == nil || !slices.Equal(edit.Message.Versions, []string{edit.Previous.ID}) {
 		t.Fatalf("edit = %+v, %v", edit, err)
 	}
+	return res.IDs[0], edit
+}
+
+func TestPurgeForgetsEarlierVersions(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	svc, _ := openService(t, clk, nil)
+	ctx := context.Background()
+	id, edit := storeEdited(t, svc)
 	if edit.Previous.Cold.RecoverableUntil != clk.Now().AddDate(0, 0, memory.DefaultPolicy.RecoverableForDays) {
 		t.Fatalf("earlier version recoverable until %v", edit.Previous.Cold.RecoverableUntil)
 	}

@@ -324,6 +324,13 @@ func (s *Service) Recover(ctx context.Context, sessionID, messageID, prompt stri
 	tenant := TenantFromContext(ctx)
 	unlock := s.lockSession(tenant, sessionID)
 	defer unlock()
+	// Expiry holds at read time: what is past its retention is purged
+	// now, not at the next purge, and is not found.
+	if n, _, err := s.purgeSession(ctx, tenant, sessionID, s.Now()); err != nil && ErrorCode(err) != ENOTFOUND {
+		return nil, err
+	} else if n > 0 {
+		s.syncIndex(ctx)
+	}
 	msgs, changed, err := s.recoverLocked(ctx, tenant, sessionID, []string{messageID}, prompt, map[string]float64{messageID: score})
 	if err != nil {
 		return nil, err

@@ -196,14 +196,15 @@ func (a *Admin) repairCold(ctx context.Context, findings []Finding) error {
 	return nil
 }
 
-// rewriteCold makes a session's mirror list its messages in a cold state, as
-// the server's rewriteColdMirror does after a purge.
+// rewriteCold makes a session's mirror list its messages in a cold state
+// and its recovered originals (see mirrored), as the server's
+// rewriteColdMirror does after a purge.
 func (a *Admin) rewriteCold(ctx context.Context, tenant, sessionID string) error {
-	cold, err := a.Store.Messages(ctx, tenant, sessionID, MessageQuery{States: coldStates})
+	cold, err := a.Store.Messages(ctx, tenant, sessionID, MessageQuery{States: mirrorStates})
 	if err != nil {
 		return fmt.Errorf("read cold messages of %s: %w", sessionID, err)
 	}
-	if err := a.Cold.Rewrite(tenant, sessionID, cold); err != nil {
+	if err := a.Cold.Rewrite(tenant, sessionID, mirrored(cold)); err != nil {
 		return fmt.Errorf("rewrite cold mirror of %s: %w", sessionID, err)
 	}
 	return nil

@@ -74,6 +74,8 @@ type Service struct {
 	embedSem     semaphore
 	queued       sync.Map    // tenant\x00session -> background compaction queued
 	syncQueued   atomic.Bool // a background index catch-up is pending
+	mirror       mirrorHealth
+	nextExpiry   atomic.Int64 // unix ns of the earliest cold retention the last purge saw; 0: none
 }
 
 // Open checks the embedding model, brings the index and the cold mirror up
@@ -118,6 +120,13 @@ func (s *Service) Open(ctx context.Context) error {
 	}
 	if err := s.reconcileCold(ctx); err != nil {
 		return err
+	}
+	// Not fatal: a store with a damaged record must still start (verify
+	// names it); the maintain loop purges again.
+	if n, err := s.Purge(ctx, s.Now()); err != nil {
+		s.Logger.Error("purge expired cold chunks at start", "err", err)
+	} else if n > 0 {
+		s.Logger.Info("purged expired cold chunks at start", "count", n)
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.closing = cancel, loopCtx.Done()
@@ -189,6 +198,14 @@ func (s *Service) maintain(ctx context.Context) {
 			continue
 		case <-t.C:
 		}
+		s.retryMirror(ctx)
+		if s.purgeDue(s.Now()) {
+			if n, err := s.Purge(ctx, s.Now()); err != nil {
+				s.Logger.Error("purge expired cold chunks", "err", err)
+			} else if n > 0 {
+				s.Logger.Info("purged expired cold chunks", "count", n)
+			}
+		}
 		last, err := s.Store.LastSeq(ctx)
 		if err != nil {
 			continue
@@ -216,7 +233,7 @@ func (s *Service) Ready(ctx context.Context) error {
 	if p := s.ix.lastErr.Load(); p != nil {
 		return Errorf(EUNAVAILABLE, "index is behind the store: %v", *p)
 	}
-	return nil
+	return s.mirrorError()
 }
 
 // Started reports whether Open has finished: before that no request is served.

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -99,16 +98,21 @@ func (s *Service) DeleteSession(ctx context.Context, id string) error {
 	if _, err := s.Store.Session(ctx, tenant, id); err != nil {
 		return err // ENOTFOUND: a mirror file without a session is verify's to judge
 	}
+	var removeErr error
 	if s.Cold != nil {
-		if err := s.Cold.Remove(tenant, id); err != nil {
-			return fmt.Errorf("delete session %s: remove its cold mirror: %w", id, err)
-		}
+		removeErr = s.Cold.Remove(tenant, id)
 	}
 	if err := s.Store.DeleteSession(ctx, tenant, id); err != nil {
 		// The session stays: give it its mirror back now rather than at
 		// the next start.
 		s.rewriteColdMirror(context.WithoutCancel(ctx), tenant, id)
 		return err
+	}
+	if removeErr != nil {
+		// An unwritable mirror does not keep a session from being
+		// deleted (it answered 500): its file goes once it can, and
+		// readiness says it is there meanwhile.
+		s.mirrorRemoveLater(tenant, id, removeErr)
 	}
 	s.syncIndex(ctx)
 	return nil

@@ -377,10 +377,9 @@ func (a *Admin) verifyCold(ctx context.Context, sc *storeScan, rep *VerifyReport
 }
 
 // verifyColdSession compares one session's mirror with the store: every
-// message in a cold state needs a line equal to what the store holds (the
-// last line of its id: a message dropped again is appended again), and a
-// line may only name a message that went cold and is still stored (a
-// recovered original keeps its line until the next purge rewrites the file).
+// message that went cold, in a cold state or recovered, needs a line equal
+// to what the store holds (the last line of its id), and a line may only
+// name a message that went cold and is still stored.
 func (a *Admin) verifyColdSession(ctx context.Context, sc *storeScan, k sessionKey, rep *VerifyReport) error {
 	sess := msgRef{Tenant: k.Tenant, SessionID: k.ID}
 	file, err := a.Cold.ReadMirror(k.Tenant, k.ID)

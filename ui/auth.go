@@ -77,6 +77,14 @@ func (h *Handler) admitted(next http.HandlerFunc) http.Handler {
 			h.fail(w, r, err)
 			return
 		}
+		if h.opts.TakeBody != nil {
+			release, err := h.opts.TakeBody(w, ar)
+			if err != nil {
+				h.fail(w, ar, err)
+				return
+			}
+			defer release()
+		}
 		next(w, ar)
 	})
 }
@@ -108,10 +116,29 @@ func (h *Handler) renderLogin(w http.ResponseWriter, status int, v loginView) {
 	h.render(w, status, "login", v)
 }
 
+// LoginBodyLimit caps the body of the forms served before a key is given
+// (login, logout): a key and a page to go back to fit in a few hundred
+// bytes, and these bodies take no share of the server's in-flight budget.
+const LoginBodyLimit = 4 << 10
+
+// limitLoginBody refuses a login or logout body over LoginBodyLimit before
+// reading it, and caps what is read of one of unknown length.
+func (h *Handler) limitLoginBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength > LoginBodyLimit {
+		h.renderLogin(w, http.StatusRequestEntityTooLarge, loginView{Next: Prefix, Error: "The form is too large."})
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, LoginBodyLimit)
+	return true
+}
+
 // login checks the key typed in and keeps it in the session cookie.
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.KeysRequired {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
+		return
+	}
+	if !h.limitLoginBody(w, r) {
 		return
 	}
 	key := strings.TrimSpace(r.PostFormValue("key"))
@@ -135,6 +162,9 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
+	if !h.limitLoginBody(w, r) {
+		return
+	}
 	clearCookie(w, r, keyCookie)
 	clearCookie(w, r, tenantCookie)
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)

@@ -37,6 +37,12 @@ type Options struct {
 	// rate_limited) to refuse. Nil admits every request as the default
 	// tenant: the server has no keys.
 	Admit func(r *http.Request, key, asTenant string) (Caller, error)
+	// TakeBody is called for an admitted request before its handler: it
+	// refuses a body over the server's limits and returns what gives the
+	// body's share of the in-flight budget back. Requests not admitted take
+	// no share (the login form's body is capped at LoginBodyLimit instead),
+	// so a client without a key cannot stall those with one. Nil: no limit.
+	TakeBody func(w http.ResponseWriter, r *http.Request) (release func(), err error)
 	// KeysRequired says the server has API keys: the dashboard then asks
 	// for one before anything else.
 	KeysRequired bool

@@ -106,7 +106,10 @@ func (d *dataDir) openIndex(cfg Config, use indexUse) error {
 		opts.Texts = d.store
 		d.index, err = index.Open(dir, opts)
 	default:
-		d.index, err = index.OpenOrRebuild(d.log, dir, opts, d.store)
+		// The admin verbs that write are asked for by an operator who
+		// has read verify's report: an index ahead of the store is moved
+		// aside (kept) and rebuilt, and the log says so.
+		d.index, err = index.OpenOrRebuild(d.log, dir, opts, d.store, true)
 	}
 	if errors.Is(err, index.ErrInUse) {
 		return server.InUse(cfg.DataDir)

@@ -391,3 +391,27 @@ func TestCompactionsAreBounded(t *testing.T) {
 	wg.Wait()
 	checkNoOverlappingCompactions(t, ts.Dir, "")
 }
+
+// API answers, refusals included, are neither sniffed nor cached: they
+// hold a tenant's content.
+func TestAnswersNotSniffedNorCached(t *testing.T) {
+	ts := startWithKeys(t)
+	ts.as(keyA).store("s", msg("user", "the vault is on the blue drive"))
+	for _, r := range []struct {
+		key, method, path string
+	}{{keyA, "GET", "/v1/sessions/s/messages"}, {keyA, "POST", "/v1/search"}, {"", "GET", "/v1/sessions"}, {keyA, "GET", "/v1/sessions/nope"}} {
+		req, _ := http.NewRequest(r.method, ts.URL+r.path, strings.NewReader(`{"query": "vault"}`))
+		if r.key != "" {
+			req.Header.Set("Authorization", "Bearer "+r.key)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.Header.Get("X-Content-Type-Options") != "nosniff" || res.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s %s (%d): X-Content-Type-Options %q, Cache-Control %q", r.method, r.path, res.StatusCode,
+				res.Header.Get("X-Content-Type-Options"), res.Header.Get("Cache-Control"))
+		}
+	}
+}

@@ -63,7 +63,7 @@ func checkReachable(t *testing.T, ts *testServer, session string, acked []string
 }
 
 func TestAutoCompactionUnderBudget(t *testing.T) {
-	ts := startServer(t, t.TempDir())
+	ts := startServer(t, t.TempDir(), thirtyDays)
 	// A low cutoff sends the middle band to summaries rather than drops, so
 	// both paths run.
 	ts.mustDo(200, "PUT", "/v1/sessions/auto", map[string]any{"context_window": 2000, "relevance_cutoff": 0.06})
@@ -233,7 +233,7 @@ func TestCompactDryRunAndProtection(t *testing.T) {
 }
 
 func TestRecoverAndFlush(t *testing.T) {
-	ts := startServer(t, t.TempDir())
+	ts := startServer(t, t.TempDir(), thirtyDays)
 	// Flush at 1500-300 tokens: above the 1050-token target a compaction
 	// leaves, so one cycle tells the agent once.
 	ts.mustDo(200, "PUT", "/v1/sessions/f", map[string]any{"context_window": 3000, "flush_threshold_tokens": 300})

@@ -79,7 +79,7 @@ func textSearch(ts *testServer, session, query string) []map[string]any {
 // kept cold), the totals stay exact, and all of it survives a restart.
 func TestEditMessageContent(t *testing.T) {
 	dir := t.TempDir()
-	ts := startServer(t, dir)
+	ts := startServer(t, dir, thirtyDays)
 	ids := ts.store("e",
 		map[string]any{"role": "system", "content": "You are a deployment assistant.", "pinned": true},
 		map[string]any{"role": "user", "content": "The staging database password rotates every Friday.", "metadata": map[string]any{"src": "chat"}},

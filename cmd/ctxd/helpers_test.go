@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/internal/server/servertest"
+	"github.com/ctxd/ctxd/memory"
 )
 
 // testServer is a real ctxd (store, indexes, tokenizer, HTTP) on loopback.
@@ -26,7 +27,20 @@ type testServer struct {
 	now func() time.Time
 }
 
-func testConfig(dir string) Config { return servertest.Config(dir) }
+// testConfig is servertest's, with cold originals kept for the longest
+// retention allowed: test servers write at servertest.Epoch, and the real
+// binaries the crash and damage tests start on their data dirs read the
+// real clock, at which 30 days after Epoch has long passed: a start purges
+// what has expired, so the default retention would purge every cold
+// original they check. Tests of retention set their own.
+func testConfig(dir string) Config {
+	cfg := servertest.Config(dir)
+	cfg.Policy.RecoverableForDays = memory.MaxRecoverableForDays
+	return cfg
+}
+
+// thirtyDays is the default retention, for the tests that check it.
+func thirtyDays(c *Config) { c.Policy.RecoverableForDays = memory.DefaultPolicy.RecoverableForDays }
 
 func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer {
 	t.Helper()

@@ -233,3 +233,28 @@ func TestBodyBytesInFlight(t *testing.T) {
 	// Its share is given back once its answer is written.
 	ts.mustDo(201, "POST", "/v1/sessions/b/messages", body(40<<10/6))
 }
+
+// Bodies sent before a key is checked take no share of the in-flight
+// budget: two connections announcing 8 MiB logins to the dashboard, and
+// never sending them, took the whole default budget (16 MiB), and every
+// authenticated write answered 503 until the read timeout.
+func TestUnauthenticatedBodiesTakeNoBudget(t *testing.T) {
+	ts := startWithKeys(t)
+	for range 2 {
+		c := rawConn(t, ts, 30*time.Second)
+		io.WriteString(c, "POST /ui/login HTTP/1.1\r\nHost: ctxd\r\nContent-Type: application/x-www-form-urlencoded\r\nExpect: 100-continue\r\n"+
+			"Content-Length: "+strconv.Itoa(8<<20)+"\r\n\r\n")
+		// The server's first line says the handler has the request: 100
+		// when it starts reading the body, 413 when it refuses it unread.
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatalf("no answer to an 8 MiB login: %v", err)
+		}
+		if !strings.HasPrefix(line, "HTTP/1.1 413") {
+			t.Errorf("an 8 MiB login form: %q, want 413 before its body is read", line)
+		}
+	}
+	a := ts.as(keyA)
+	a.mustDo(201, "POST", "/v1/sessions/s/messages", map[string]any{"messages": []any{msg("user", "the budget is ours")}})
+	a.mustDo(200, "POST", "/v1/search", map[string]any{"query": "budget"})
+}

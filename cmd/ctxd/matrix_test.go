@@ -208,6 +208,11 @@ func matrixCases() []matrixCase {
 					os.Remove(seg)
 				}
 			}},
+		{name: "index path a regular file", want: outRepaired, says: "rebuilding the full-text index from the store",
+			damage: func(t *testing.T, dir string, _ *matrixSeed) {
+				os.RemoveAll(server.IndexPath(dir))
+				os.WriteFile(server.IndexPath(dir), []byte("not an index"), 0o600)
+			}},
 		// The cold mirror.
 		{name: "mirror truncated last line", want: outRepaired, says: "mirror",
 			damage: func(t *testing.T, dir string, _ *matrixSeed) {

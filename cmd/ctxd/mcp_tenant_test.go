@@ -119,3 +119,19 @@ func TestMCPTenantIsolationPerTool(t *testing.T) {
 		}
 	})
 }
+
+// A tenant's resources are marked for its own client's cache only: the
+// SDK's default scope, "public", let any intermediary keep one tenant's
+// session status and serve it to another.
+func TestMCPResultsPrivate(t *testing.T) {
+	ts := startWithKeys(t)
+	ts.as(keyA).store("mine", msg("user", "hello"))
+	cs := mcpOverHTTP(t, ts, keyA)
+	res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "ctxd://sessions/mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CacheScope != "private" {
+		t.Fatalf("resources/read of a tenant's session: cacheScope %q, want private", res.CacheScope)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -271,5 +272,39 @@ func TestMCPStdioBadFlags(t *testing.T) {
 	out, err := exec.Command(ctxdBinary(t), "mcp", "--server", "ftp://x").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--server") {
 		t.Errorf("ctxd mcp --server ftp://x: %v %s", err, out)
+	}
+}
+
+// Each call of a JSON-RPC batch is charged to the key's rate limit: one
+// POST of 2,000 memory_context calls ran them all under a limit of 2/s. A
+// batch the allowance cannot cover is refused whole, 429, before any call
+// runs.
+func TestMCPBatchRateLimited(t *testing.T) {
+	ts := startWithKeys(t, func(c *Config) { c.RateLimit, c.RateBurst = 0.01, 3 })
+	batch := func(n int) string {
+		calls := make([]string, n)
+		for i := range calls {
+			calls[i] = fmt.Sprintf(`{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "memory_save", "arguments": {"session": "s", "content": "note %d"}}}`, i+1, i)
+		}
+		return "[" + strings.Join(calls, ",") + "]"
+	}
+	mcpAs := func(key string) *testServer {
+		c := ts.as(key)
+		c.Header.Set("Accept", "application/json, text/event-stream")
+		c.Header.Set("Mcp-Protocol-Version", "2025-03-26") // batches end with 2025-06-18
+		return c
+	}
+	if r := mcpAs(keyA).do("POST", "/mcp", batch(5)); r.Status != 429 || r.errCode() != "rate_limited" {
+		t.Fatalf("a batch of 5 calls under a burst of 3: %d %.300s, want 429", r.Status, r.Raw)
+	}
+	if r := ts.as(keyAdmin, "a").do("GET", "/v1/sessions/s", nil); r.Status != 404 {
+		t.Fatalf("the refused batch stored notes: %d %s", r.Status, r.Raw)
+	}
+	b := mcpAs(keyB)
+	if r := b.do("POST", "/mcp", batch(3)); r.Status != 200 || strings.Contains(string(r.Raw), `"isError":true`) {
+		t.Fatalf("a batch of 3 calls within a burst of 3: %d %.300s", r.Status, r.Raw)
+	}
+	if r := b.do("GET", "/v1/sessions", nil); r.Status != 429 {
+		t.Fatalf("a request after a batch of 3 spent the burst of 3: %d %s, want 429", r.Status, r.Raw)
 	}
 }

@@ -43,6 +43,7 @@ type Config struct {
 	EmbedTimeout         time.Duration
 	Reembed              bool
 	AllowEmptyStore      bool
+	AllowStoreRollback   bool
 	Fusion               string
 	VectorWeight         float64
 	ExpansionWeight      float64
@@ -103,6 +104,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.DurationVar(&c.EmbedTimeout, "embed-timeout", 30*time.Second, "timeout of one embeddings request")
 	fs.BoolVar(&c.Reembed, "reembed", false, "re-embed every stored message when the data dir was embedded by another model")
 	fs.BoolVar(&c.AllowEmptyStore, "allow-empty-store", false, "start with a missing or empty store even though the data dir's index or cold mirror holds data (otherwise start refuses: the store was lost)")
+	fs.BoolVar(&c.AllowStoreRollback, "allow-store-rollback", false, "start although the full-text index holds changes the store does not (the store lost its newest writes, or is an older copy): the index is moved aside and rebuilt from the store as it is (otherwise start refuses, and `ctxd verify` names the messages the store lost)")
 	fs.StringVar(&c.Fusion, "fusion", "", "hybrid search fusion: minmax or rrf (default: the index's measured default)")
 	fs.Float64Var(&c.VectorWeight, "vector-weight", 0, "weight of the vector side in hybrid search, 0..1 (0: the index's default)")
 	fs.Float64Var(&c.ExpansionWeight, "expansion-weight", index.DefaultExpansionWeight, "weight of query expansion words (a query word's nearest GloVe words) in full-text search, against 1 for the query's own words; 0: off")

@@ -73,6 +73,15 @@ func refuseLostStore(log *slog.Logger, dataDir string, allow bool) error {
 		"(CTXD_ALLOW_EMPTY_STORE, allow_empty_store)", dataDir, StorePath(dataDir), what, dataDir)
 }
 
+// refuseRolledBack is the refusal to start on a store that lost writes its
+// index holds (err is index.ErrAhead's).
+func refuseRolledBack(dataDir string, err error) error {
+	return memory.Errorf(memory.ECONFLICT, "data dir %s: the store was rolled back: %v. "+
+		"`ctxd verify --data-dir %s` names the messages the index holds and the store lacks (index_extra). "+
+		"Restore ctxd.db from a backup that has them; or start on the store as it is with --allow-store-rollback "+
+		"(CTXD_ALLOW_STORE_ROLLBACK, allow_store_rollback), which rebuilds the index from it and loses them", dataDir, err, dataDir)
+}
+
 // derivedData describes what the index and the cold mirror of dataDir hold
 // (nothing: none). An index that cannot be opened says nothing either way.
 func derivedData(dataDir string) ([]string, error) {

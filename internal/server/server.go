@@ -128,7 +128,12 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if err != nil {
 		return err
 	}
-	if m.Index, err = index.OpenOrRebuild(m.Logger, IndexPath(cfg.DataDir), iopts, m.Store); err != nil {
+	// An empty store next to an index got past refuseLostStore only with
+	// --allow-empty-store: the index is behind nothing then.
+	if m.Index, err = index.OpenOrRebuild(m.Logger, IndexPath(cfg.DataDir), iopts, m.Store, cfg.AllowStoreRollback || empty); err != nil {
+		if errors.Is(err, index.ErrAhead) {
+			return refuseRolledBack(cfg.DataDir, err)
+		}
 		return err
 	}
 	t0 := time.Now()
