@@ -1,4 +1,4 @@
-// Package httpapi serves the ctxd API (../shared/API.md) over echo. It
+// Package httpapi serves the ctxd API (docs/API.md) over echo. It
 // translates between the wire and memory.Service and holds no domain rules.
 package httpapi
 
