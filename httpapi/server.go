@@ -58,6 +58,11 @@ type Options struct {
 	// Gateway configures the model endpoints (POST /v1/chat/completions,
 	// POST /v1/messages).
 	Gateway GatewayOptions
+	// Conversations is the domain side of the model endpoints (which
+	// session, what is stored, the window), built where the server is
+	// composed (internal/server). nil: one on svc, for callers that compose
+	// no server (tests of other packages).
+	Conversations *memory.Gateway
 }
 
 // Server is the HTTP front of a memory.Service.
@@ -89,7 +94,10 @@ func New(svc *memory.Service, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{svc: svc, opts: opts, e: echo.New(), gateway: memory.NewGateway(svc)}
+	if opts.Conversations == nil {
+		opts.Conversations = memory.NewGateway(svc)
+	}
+	s := &Server{svc: svc, opts: opts, e: echo.New(), gateway: opts.Conversations}
 	s.h = headAsGet(s.e)
 	if opts.BodyBytesInFlight > 0 {
 		s.bodies = &bodyBudget{max: opts.BodyBytesInFlight}
@@ -188,6 +196,9 @@ func New(svc *memory.Service, opts Options) *Server {
 
 // Handler is the server as an http.Handler.
 func (s *Server) Handler() http.Handler { return s.h }
+
+// Conversations is the model endpoints' domain side the server uses.
+func (s *Server) Conversations() *memory.Gateway { return s.gateway }
 
 // Echo exposes the router, for adding routes (metrics) from the binary.
 func (s *Server) Echo() *echo.Echo { return s.e }

@@ -40,6 +40,8 @@ type Main struct {
 	Store   *boltstore.Store
 	Index   *index.Index
 	Service *memory.Service
+	// Gateway is the model endpoints' domain side, which HTTP serves.
+	Gateway *memory.Gateway
 	Events  *eventlog.Log
 	HTTP    *httpapi.Server
 	Metrics *metrics.Metrics
@@ -149,6 +151,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if err := m.Service.Open(ctx); err != nil {
 		return fmt.Errorf("open service: %w", err)
 	}
+	m.Gateway = memory.NewGateway(m.Service)
 	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent,
 		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
@@ -158,7 +161,8 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			OpenAI:    httpapi.Upstream{URL: cfg.UpstreamOpenAIURL, Key: os.Getenv("CTXD_UPSTREAM_OPENAI_API_KEY")},
 			Anthropic: httpapi.Upstream{URL: cfg.UpstreamAnthropicURL, Key: os.Getenv("CTXD_UPSTREAM_ANTHROPIC_API_KEY")},
 			FlushTurn: cfg.GatewayFlush,
-		}})
+		},
+		Conversations: m.Gateway})
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
