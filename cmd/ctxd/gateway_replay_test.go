@@ -25,6 +25,7 @@ import (
 // AGENT_RUNS); without it, the synthetic runs of internal/benchsample.
 // CTXD_GATEWAY_REPLAY_RUNS sets how many runs (default 2).
 func TestGatewayReplayAgentRuns(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv("CTXD_AGENT_RUNS")
 	if path == "" {
 		o := benchsample.Defaults

@@ -143,6 +143,7 @@ func sessionMessages(ts *testServer, session string) []map[string]any {
 }
 
 func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
+	t.Parallel()
 	up := echoUpstream(t)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	client, doer := openaiClient(ts, "sk-upstream", nil)
@@ -194,6 +195,7 @@ func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
 }
 
 func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
+	t.Parallel()
 	up := echoUpstream(t)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"edit-1"}})
@@ -265,6 +267,7 @@ func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
 }
 
 func TestGatewayOpenAIWindowFitsModel(t *testing.T) {
+	t.Parallel()
 	up := echoUpstream(t)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	const window, answer = 2000, 300
@@ -328,6 +331,7 @@ func deltaChunk(delta map[string]any) map[string]any {
 }
 
 func TestGatewayOpenAIStreamPassesThroughAndStores(t *testing.T) {
+	t.Parallel()
 	firstSeen := make(chan struct{})
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -390,6 +394,7 @@ func TestGatewayOpenAIStreamPassesThroughAndStores(t *testing.T) {
 }
 
 func TestGatewayOpenAIStreamStoredWhenClientLeaves(t *testing.T) {
+	t.Parallel()
 	firstSeen := make(chan struct{})
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -424,6 +429,7 @@ func TestGatewayOpenAIStreamStoredWhenClientLeaves(t *testing.T) {
 }
 
 func TestGatewayOpenAIUpstreamErrors(t *testing.T) {
+	t.Parallel()
 	t.Run("PassThrough", func(t *testing.T) {
 		up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 			w.Header().Set("Content-Type", "application/json")
@@ -522,6 +528,7 @@ func TestGatewayOpenAIKeysAndTenants(t *testing.T) {
 }
 
 func TestGatewayOpenAIFlushTurn(t *testing.T) {
+	t.Parallel()
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		raw, _ := json.Marshal(body["tools"])
 		if strings.Contains(string(raw), `"save_memory"`) {

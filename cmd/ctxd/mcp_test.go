@@ -162,18 +162,21 @@ func seedTrip(t *testing.T, ts *testServer) string {
 }
 
 func TestMCPOverHTTP(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	cold := seedTrip(t, ts.as(keyA))
 	exerciseTools(t, mcpOverHTTP(t, ts, keyA), cold)
 }
 
 func TestMCPOverHTTPWithoutKeys(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	cold := seedTrip(t, ts)
 	exerciseTools(t, mcpOverHTTP(t, ts, ""), cold)
 }
 
 func TestMCPHTTPEdges(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	init := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
 		"params": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "x", "version": "1"}}}
@@ -227,6 +230,7 @@ func TestMCPHTTPEdges(t *testing.T) {
 }
 
 func TestMCPStdio(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	cold := seedTrip(t, ts.as(keyA))
 	exerciseTools(t, mcpStdio(t, ts.URL, "--api-key", keyA), cold)
@@ -253,6 +257,7 @@ func TestMCPStdioKeyFromEnvironment(t *testing.T) {
 }
 
 func TestMCPStdioServerDown(t *testing.T) {
+	t.Parallel()
 	// Nothing listens on port 1: every call is unavailable, none a crash.
 	cs := mcpStdio(t, "http://127.0.0.1:1", "--timeout", "5s")
 	for tool, args := range map[string]map[string]any{
@@ -268,6 +273,7 @@ func TestMCPStdioServerDown(t *testing.T) {
 }
 
 func TestMCPStdioBadFlags(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(ctxdBinary(t), "mcp", "--server", "ftp://x").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--server") {
 		t.Errorf("ctxd mcp --server ftp://x: %v %s", err, out)
