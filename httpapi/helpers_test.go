@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/index/glove"
@@ -76,8 +77,12 @@ func openShared() (err error) {
 	}
 	tok := tokenizer.New()
 	log := slog.New(slog.DiscardHandler)
+	// The clock starts at a pinned date (servertest.Epoch's) and runs with
+	// the real one: no result may depend on the day the tests run.
+	epoch, origin := time.Date(2025, time.January, 15, 9, 30, 0, 0, time.UTC), time.Now()
 	shared.svc = &memory.Service{Store: shared.store, Index: shared.idx, Embedder: emb, Tokenizer: tok,
-		Summarizer: summarize.NewExtractive(tok, emb), Logger: log}
+		Summarizer: summarize.NewExtractive(tok, emb), Logger: log,
+		Now: func() time.Time { return epoch.Add(time.Since(origin)) }}
 	ctx := context.Background()
 	if err := shared.svc.Open(ctx); err != nil {
 		return fmt.Errorf("open service: %w", err)

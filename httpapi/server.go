@@ -1,4 +1,4 @@
-// Package httpapi serves the ctxd API (../shared/API.md) over echo. It
+// Package httpapi serves the ctxd API (docs/API.md) over echo. It
 // translates between the wire and memory.Service and holds no domain rules.
 package httpapi
 
@@ -60,6 +60,11 @@ type Options struct {
 	// Gateway configures the model endpoints (POST /v1/chat/completions,
 	// POST /v1/messages).
 	Gateway GatewayOptions
+	// Conversations is the domain side of the model endpoints (which
+	// session, what is stored, the window), built where the server is
+	// composed (internal/server). nil: one on svc, for callers that compose
+	// no server (tests of other packages).
+	Conversations *memory.Gateway
 	// Version is the running build (internal/version), shown by /healthz
 	// and the dashboard's footer.
 	Version string
@@ -102,7 +107,10 @@ func New(svc *memory.Service, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{svc: svc, opts: opts, e: echo.New(), gateway: memory.NewGateway(svc)}
+	if opts.Conversations == nil {
+		opts.Conversations = memory.NewGateway(svc)
+	}
+	s := &Server{svc: svc, opts: opts, e: echo.New(), gateway: opts.Conversations}
 	s.h = headAsGet(s.e)
 	if opts.BodyBytesInFlight > 0 {
 		s.bodies = &bodyBudget{max: opts.BodyBytesInFlight}
@@ -210,6 +218,9 @@ func New(svc *memory.Service, opts Options) *Server {
 
 // Handler is the server as an http.Handler.
 func (s *Server) Handler() http.Handler { return s.h }
+
+// Conversations is the model endpoints' domain side the server uses.
+func (s *Server) Conversations() *memory.Gateway { return s.gateway }
 
 // Echo exposes the router, for adding routes (metrics) from the binary.
 func (s *Server) Echo() *echo.Echo { return s.e }

@@ -18,9 +18,10 @@ import (
 
 // TestLoCoMo measures text-side recall on the LoCoMo dev set (turn level,
 // adversarial questions skipped, as bench/score.py does). It runs only when
-// CTXD_LOCOMO names the directory holding turns.jsonl and questions.jsonl:
+// CTXD_LOCOMO names the directory holding turns.jsonl and questions.jsonl (README, "Evaluation
+// and benchmarks", says where LoCoMo comes from):
 //
-//	CTXD_LOCOMO=/work/shared/bench/locomo-dev go test -run LoCoMo -v ./index/
+//	CTXD_LOCOMO=$BENCH_DIR go test -run LoCoMo -v ./index/
 //
 // Figures: see the comment on DefaultNameBoost.
 func TestLoCoMo(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestListTools(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inProcess)
 	res, err := f.cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -72,6 +73,7 @@ func TestListTools(t *testing.T) {
 }
 
 func TestSearch(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		t.Run("OK", func(t *testing.T) {
 			out := mustCall(t, f.cs, mcpserver.ToolSearch, map[string]any{"query": "Lisbon hotel booking code", "k": 3})
@@ -121,6 +123,7 @@ func TestSearch(t *testing.T) {
 }
 
 func TestSave(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		t.Run("PinnedByDefault", func(t *testing.T) {
 			out := mustCall(t, f.cs, mcpserver.ToolSave, map[string]any{"session": "notes", "content": "The user prefers window seats.",
@@ -185,6 +188,7 @@ func TestSave(t *testing.T) {
 }
 
 func TestContext(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		t.Run("RecoversForThePrompt", func(t *testing.T) {
 			out := mustCall(t, f.cs, mcpserver.ToolContext, map[string]any{"session": "trip",
@@ -233,6 +237,7 @@ func TestContext(t *testing.T) {
 }
 
 func TestRecover(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		t.Run("OK", func(t *testing.T) {
 			out := mustCall(t, f.cs, mcpserver.ToolRecover, map[string]any{"id": f.cold, "session": "trip"})
@@ -272,6 +277,7 @@ func TestRecover(t *testing.T) {
 }
 
 func TestGet(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		out := mustCall(t, f.cs, mcpserver.ToolGet, map[string]any{"id": f.ids[3]})
 		if out["id"] != f.ids[3] || out["session_id"] != "trip" || !strings.Contains(out["content"].(string), "Casa Azul") || out["role"] != "assistant" {
@@ -289,6 +295,7 @@ func TestGet(t *testing.T) {
 }
 
 func TestSessionStatus(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		out := mustCall(t, f.cs, mcpserver.ToolStatus, map[string]any{"session": "trip"})
 		counts := out["messages"].(map[string]any)
@@ -320,6 +327,7 @@ func TestSessionStatus(t *testing.T) {
 }
 
 func TestSessionResource(t *testing.T) {
+	t.Parallel()
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		ctx := context.Background()
 		tmpl, err := f.cs.ListResourceTemplates(ctx, nil)
@@ -351,6 +359,7 @@ func (failingBackend) Message(context.Context, string) (*memory.Message, error) 
 }
 
 func TestInternalErrorIsNotDescribed(t *testing.T) {
+	t.Parallel()
 	cs := connect(t, failingBackend{})
 	msg := mustFail(t, cs, mcpserver.ToolGet, map[string]any{"id": "x"}, memory.EINTERNAL)
 	if strings.Contains(msg, "/var/lib") {
@@ -359,6 +368,7 @@ func TestInternalErrorIsNotDescribed(t *testing.T) {
 }
 
 func TestUnreachableServerIsUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close() // nothing listens there now
 	c, err := client.New(srv.URL, client.WithRetries(0, 0))

@@ -12,9 +12,10 @@ import (
 // separates LoCoMo's evidence turns (those a question needs) from the rest:
 // the AUC, i.e. the chance that a random evidence turn outscores a random
 // other turn (0.5 is chance). It runs only when CTXD_LOCOMO names the
-// directory holding turns.jsonl and questions.jsonl:
+// directory holding turns.jsonl and questions.jsonl (README, "Evaluation
+// and benchmarks", says where LoCoMo comes from):
 //
-//	CTXD_LOCOMO=/work/shared/bench/locomo-dev go test -run LoCoMo -v ./scoring/
+//	CTXD_LOCOMO=$BENCH_DIR go test -run LoCoMo -v ./scoring/
 //
 // LoCoMo is chit-chat, so this measures the rare-word side only; it is a
 // sanity check, not the tuning benchmark.

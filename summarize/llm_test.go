@@ -261,13 +261,12 @@ func TestLLMAnnotation(t *testing.T) {
 
 func TestLLMTimeout(t *testing.T) {
 	f := newFakeLLM(t, func(int, chatRequest) (int, string) { return 200, goodAnswer })
-	f.delay = 2 * time.Second
-	start := time.Now()
+	// The fake answers only when the client gives up: without the timeout
+	// the call would hang. The attempts are counted by the client: on a
+	// busy machine a 20 ms attempt may end before the server sees it.
+	f.delay = time.Hour
 	s := llmSummarize(t, newLLM(t, f, LLMConfig{Timeout: 20 * time.Millisecond, MaxRetries: 1}, extractive(t, false)), conversation(), 200)
-	if el := time.Since(start); el > time.Second {
-		t.Errorf("took %v", el)
-	}
-	if s.Method != memory.SummaryExtractive || len(f.calls()) != 2 || !strings.Contains(s.Note, "Timeout") {
+	if s.Method != memory.SummaryExtractive || !strings.Contains(s.Note, "(2 attempts)") || !strings.Contains(s.Note, "Timeout") {
 		t.Errorf("got %+v after %d calls", s, len(f.calls()))
 	}
 }

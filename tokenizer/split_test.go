@@ -122,6 +122,9 @@ func checkCount(t testing.TB, enc, text string) {
 // The split finds exactly regexp2's pieces on text made of every class and
 // branch the patterns distinguish.
 func TestSplitMatchesRegexp(t *testing.T) {
+	// The two slowest tests of the package run side by side: each has
+	// its own tokenizer (this one the references', LongRun a New one).
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 11))
 	for enc := range specs {
 		for _, text := range selfCheck {
@@ -161,6 +164,7 @@ func TestCountMatchesTiktoken(t *testing.T) {
 // A 1 MiB run of one letter, within the content limit, is counted (it took
 // tiktoken-go hours); the count grows with the text, as tokens do.
 func TestLongRunIsCounted(t *testing.T) {
+	t.Parallel()
 	tok := New()
 	small, err := tok.Count("o200k_base", strings.Repeat("a", 64<<10))
 	if err != nil {

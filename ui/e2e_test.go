@@ -30,6 +30,7 @@ const chromium = "/usr/bin/chromium"
 // temp dir the test names otherwise); with CTXD_UI_SCREENSHOT set, the
 // session page is also saved there (the README's docs/ui-session.png).
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath(chromium); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("%s is missing: .ci/run installs Debian's chromium for this test", chromium)

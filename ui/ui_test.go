@@ -99,6 +99,7 @@ func (e *env) coldID(t *testing.T, ctx context.Context, session string) string {
 }
 
 func TestPages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cold := e.coldID(t, tenant("a"), "s")
 	cases := []struct {
@@ -154,6 +155,7 @@ func TestPages(t *testing.T) {
 
 // Message content is untrusted: every page that shows it shows it as text.
 func TestContentIsEscaped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	escaped := "&lt;script&gt;alert(&#34;owned&#34;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"
 	for _, c := range []struct {
@@ -181,6 +183,7 @@ func TestContentIsEscaped(t *testing.T) {
 }
 
 func TestNothingWithoutAKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cold := e.coldID(t, tenant("a"), "s")
 	for _, c := range []struct{ method, target string }{
@@ -222,6 +225,7 @@ func TestNothingWithoutAKey(t *testing.T) {
 }
 
 func TestLoginKeepsTheKeyInASessionCookie(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	login := func(key, next string) resp {
 		return e.do(t, "POST", "/ui/login", "", url.Values{"key": {key}, "next": {next}})
@@ -289,6 +293,7 @@ func TestLoginKeepsTheKeyInASessionCookie(t *testing.T) {
 
 // Key a cannot see or change anything of tenant b through the dashboard.
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := tenant("b")
 	e.h.Compacted(t, b, "b-long")
@@ -358,6 +363,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestRecoverButton(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := tenant("a")
 	cold := e.coldID(t, a, "s")
@@ -399,6 +405,7 @@ func TestRecoverButton(t *testing.T) {
 }
 
 func TestPinnedNotes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := tenant("a")
 	r := e.do(t, "POST", "/ui/sessions/s/notes", keyA, url.Values{"content": {"deploys go through the blue pipeline"}, "role": {"system"}})
@@ -451,6 +458,7 @@ var rowRE = regexp.MustCompile(`<tr class="row"`)
 
 // Pages hold one page of rows, however many there are.
 func TestPagination(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	c := tenant("many")
 	const n = 1200
@@ -526,6 +534,7 @@ func TestPagination(t *testing.T) {
 // A search result links to the messages page that holds the match, deep
 // in a long session.
 func TestSearchResultOpensItsPage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var msgs []*memory.Message
 	for i := range 150 {

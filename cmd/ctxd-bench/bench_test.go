@@ -14,6 +14,7 @@ import (
 // ingest, restart, mixed load; nothing may fail and every operation must
 // have been measured.
 func TestBenchSmallRun(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a server under load for a few seconds")
 	}
@@ -92,6 +93,7 @@ func checkBenchLat(t *testing.T, what string, l benchLat) {
 }
 
 func TestBenchCorpusDeterministic(t *testing.T) {
+	t.Parallel()
 	mk := func(seed uint64) *benchCorpus {
 		return newBenchCorpus(benchCorpus{Seed: seed, Messages: 1050, Sessions: 7, Batch: 100, ToolShare: 0.10,
 			WordsMin: 10, WordsMax: 80, Prefix: "bench-"})
@@ -151,6 +153,7 @@ func TestBenchCorpusDeterministic(t *testing.T) {
 }
 
 func TestBenchRefusesNonLoopback(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, u := range []string{"http://127.0.0.1:8080", "http://127.9.9.9:1", "http://[::1]:8080/", "https://localhost:443"} {
 		if _, err := benchLoopbackURL(ctx, "server", u); err != nil {
@@ -171,6 +174,7 @@ func TestBenchRefusesNonLoopback(t *testing.T) {
 }
 
 func TestBenchOptions(t *testing.T) {
+	t.Parallel()
 	bad := []func(*benchOptions){
 		func(o *benchOptions) { o.Batch = 1001 },
 		func(o *benchOptions) { o.ToolShare = 0.6 },

@@ -102,6 +102,7 @@ func checkFigures(t *testing.T, name string, got map[string]any, want map[string
 }
 
 func TestEvalAgentReplay(t *testing.T) {
+	t.Parallel()
 	runs := writeAgentRun(t, "mini:repo/issue#1")
 	ts := startServer(t, t.TempDir())
 	sid := "agent-mini:repo-issue-1"
@@ -201,6 +202,7 @@ func TestEvalAgentReplay(t *testing.T) {
 
 // Without --server the replay runs its own server and measures its data dir.
 func TestEvalAgentInProcess(t *testing.T) {
+	t.Parallel()
 	runs := writeAgentRun(t, "in-process")
 	rep, err := runAgentEval(context.Background(), agentOptions{Runs: runs, Window: 16000, Budget: 12000})
 	if err != nil {
@@ -216,6 +218,7 @@ func TestEvalAgentInProcess(t *testing.T) {
 }
 
 func TestEvalAgentCLI(t *testing.T) {
+	t.Parallel()
 	runs := writeAgentRun(t, "cli")
 	ts := startServer(t, t.TempDir())
 	out := filepath.Join(t.TempDir(), "figures.json")
@@ -257,6 +260,7 @@ func TestEvalAgentCLI(t *testing.T) {
 // The names and lines the replay reads, against what bench/agent_replay.py
 // (Python 3.11's re and str) gives for the same text.
 func TestEvalAgentNames(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		text string
 		want []string
@@ -313,6 +317,7 @@ func TestEvalAgentNames(t *testing.T) {
 // cannot meet, the gateway's window still shows what the context
 // endpoint's shows.
 func TestEvalAgentGateway(t *testing.T) {
+	t.Parallel()
 	runs := writeAgentRun(t, "gw")
 	for _, budget := range []int{12000, 2500} {
 		o := agentOptions{Runs: runs, Window: 16000, Budget: budget}

@@ -20,6 +20,7 @@ var (
 )
 
 func TestEvalContext(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	out := filepath.Join(t.TempDir(), "results.jsonl")
 	rep, err := runEval(context.Background(), evalOptions{Turns: ctxTurns, Questions: ctxQuestions, Out: out,
@@ -170,6 +171,7 @@ func TestEvalContext(t *testing.T) {
 }
 
 func TestEvalContextFlags(t *testing.T) {
+	t.Parallel()
 	f := newEvalCmd().Flags()
 	for name, want := range map[string]string{"window": "4096", "budget": "2048", "no-context": "false", "context-batch": "2"} {
 		if fl := f.Lookup(name); fl == nil || fl.DefValue != want {

@@ -23,6 +23,7 @@ var (
 )
 
 func TestEvalInProcess(t *testing.T) {
+	t.Parallel()
 	questions, err := filepath.Abs(evalQuestions)
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +55,7 @@ func TestEvalInProcess(t *testing.T) {
 // Against a running server, twice: the second run replaces the sessions
 // instead of storing every turn again, and adversarial questions can be kept.
 func TestEvalServerRerun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	questions, err := filepath.Abs(evalQuestions)
 	if err != nil {
@@ -246,6 +248,7 @@ func repoRoot(t *testing.T) string {
 }
 
 func TestEvalCreatedAt(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		ts, human, want string
 		bad             bool
@@ -267,6 +270,7 @@ func TestEvalCreatedAt(t *testing.T) {
 }
 
 func TestEvalSessionID(t *testing.T) {
+	t.Parallel()
 	for conv, want := range map[string]string{
 		"conv-26":                "eval-conv-26",
 		"syn/2":                  "eval-syn_2",
@@ -284,6 +288,7 @@ func TestEvalSessionID(t *testing.T) {
 // score.py reads category and adversarial with Python's str() and
 // truthiness; so do we.
 func TestEvalQuestionCategory(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line        string
 		cat         string

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -84,7 +84,6 @@ func newFiguresCmd() *cobra.Command {
 			return runFigures(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	bench := filepath.Join("..", "shared", "bench")
 	f := cmd.Flags()
 	f.StringVar(&o.Readme, "readme", "README.md", "the file whose "+figuresStart+" ... "+figuresEnd+" block is replaced")
 	f.BoolVar(&o.Print, "print", false, "write the block to stdout instead of --readme")
@@ -98,11 +97,11 @@ func newFiguresCmd() *cobra.Command {
 	f.DurationVar(&o.Duration, "duration", 60*time.Second, "length of the mixed load")
 	f.DurationVar(&o.LatencyDuration, "latency-duration", 30*time.Second, "length of the one-client search and context latency run")
 	f.IntVar(&o.IngestMessages, "ingest-messages", 20_000, "messages of the ingest run measured against the ingest goal (chat turns of 40-80 words)")
-	f.StringVar(&o.Turns, "turns", filepath.Join(bench, "locomo-dev", "turns.jsonl"), "the eval's turns.jsonl")
-	f.StringVar(&o.Questions, "questions", filepath.Join(bench, "locomo-dev", "questions.jsonl"), "the eval's questions.jsonl")
-	f.StringVar(&o.Floor, "floor", filepath.Join(bench, "README.md"), "Markdown file whose \"floor\" section holds the BM25 floor table (category, R@5, R@10, R@20)")
+	f.StringVar(&o.Turns, "turns", "", "the eval's turns.jsonl (LoCoMo: see the README; make figures passes $BENCH_DIR/turns.jsonl)")
+	f.StringVar(&o.Questions, "questions", "", "the eval's questions.jsonl")
+	f.StringVar(&o.Floor, "floor", "", "Markdown file whose \"floor\" section holds the BM25 floor table (category, R@5, R@10, R@20)")
 	f.IntVar(&o.EvalTurns, "eval-turns", 0, "evaluate only the first conversation, cut to this many turns (0: everything)")
-	f.StringVar(&o.AgentRuns, "agent-runs", filepath.Join(bench, "agent-dev", "runs.jsonl"), "recorded coding-agent runs to replay, as ctxd-bench eval --agent reads them")
+	f.StringVar(&o.AgentRuns, "agent-runs", "", "recorded coding-agent runs to replay, as ctxd-bench eval --agent reads them (make figures passes $AGENT_RUNS)")
 	f.IntVar(&o.AgentLimit, "agent-limit", 0, "replay only the first N agent runs (0: all)")
 	return cmd
 }
@@ -123,6 +122,17 @@ func (o *figuresOptions) prepare(fs *pflag.FlagSet) error {
 				}
 			}
 		}
+	}
+	// The data has no default: it is not in the repository (see the README).
+	var missing []string
+	for name, v := range map[string]string{"turns": o.Turns, "questions": o.Questions, "floor": o.Floor, "agent-runs": o.AgentRuns} {
+		if v == "" {
+			missing = append(missing, "--"+name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return usageErrorf("%s: the data to measure on is not set (make figures takes BENCH_DIR, BENCH_README and AGENT_RUNS)", strings.Join(missing, ", "))
 	}
 	switch {
 	case o.Messages < 1 || o.Sessions < 1 || o.IngestMessages < 1:

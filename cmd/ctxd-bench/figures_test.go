@@ -44,6 +44,7 @@ func figRowOf(t *testing.T, rows []figRow, prefix string) figRow {
 }
 
 func TestFiguresRenderFixture(t *testing.T) {
+	t.Parallel()
 	d := loadFiguresFixture(t)
 	rows := figuresRows(d)
 	want := []struct{ prefix, figure, goal, status string }{
@@ -109,6 +110,7 @@ func TestFiguresRenderFixture(t *testing.T) {
 
 // Each goal's status flips where the number, as shown, crosses the goal.
 func TestFiguresStatusFlips(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, prefix string
 		set          func(d *figuresData)
@@ -194,6 +196,7 @@ func setP99(r *benchReport, op string, v float64) {
 
 // A category the floor does not state has no goal rather than a made-up one.
 func TestFiguresRecallWithoutFloor(t *testing.T) {
+	t.Parallel()
 	d := loadFiguresFixture(t)
 	delete(d.Floor.Table, "multi-hop")
 	r := figRowOf(t, figuresRows(d), "recall@5/10/20, multi-hop")
@@ -203,6 +206,7 @@ func TestFiguresRecallWithoutFloor(t *testing.T) {
 }
 
 func TestFiguresReadmeBlock(t *testing.T) {
+	t.Parallel()
 	head := "# Title\n\nprose before\n\n" + figuresStart
 	tail := figuresEnd + "\n\nprose after, with a | pipe\n"
 	doc := head + "\nthe old table\n" + tail
@@ -249,6 +253,7 @@ func TestFiguresReadmeBlock(t *testing.T) {
 }
 
 func TestFiguresFloor(t *testing.T) {
+	t.Parallel()
 	fl, err := readFloor(filepath.Join(figuresFixture, "floor.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -290,6 +295,7 @@ func runFiguresCmd(t *testing.T, args ...string) (string, error) {
 }
 
 func TestFiguresFromJSON(t *testing.T) {
+	t.Parallel()
 	printed, err := runFiguresCmd(t, "--from-json", figuresFixture, "--print")
 	if err != nil {
 		t.Fatal(err)
@@ -320,6 +326,7 @@ func TestFiguresFromJSON(t *testing.T) {
 // One --quick run end to end: every measurement against in-process
 // servers, into a README, and the saved reports render the same block.
 func TestFiguresQuickEndToEnd(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the eval and the bench against in-process servers")
 	}

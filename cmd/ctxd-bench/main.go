@@ -35,7 +35,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newEvalCmd(), newBenchCmd(), newFiguresCmd())
+	root.AddCommand(newEvalCmd(), newBenchCmd(), newFiguresCmd(), newSampleCmd())
 	return root
 }
 

@@ -114,6 +114,7 @@ func withoutHeader(t *testing.T, path string) string {
 }
 
 func TestAdminExportImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	src, dst := t.TempDir(), t.TempDir()
 	ts := startServer(t, src)
 	populate(t, ts)
@@ -167,6 +168,7 @@ func TestAdminExportImportRoundTrip(t *testing.T) {
 // An import into a data dir of another model embeds every message again,
 // and the data dir then serves that model.
 func TestAdminImportWithAnotherModelReembeds(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	fake := fakeEmbeddings(t, &calls)
 	src, dst := t.TempDir(), t.TempDir()
@@ -193,6 +195,7 @@ func coldFile(dir, session string) string {
 }
 
 func TestAdminVerifyFindsAndRepairs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	populate(t, ts)
@@ -253,6 +256,7 @@ func TestAdminVerifyFindsAndRepairs(t *testing.T) {
 }
 
 func TestAdminReindex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	populate(t, ts)
@@ -287,6 +291,7 @@ func TestAdminReindex(t *testing.T) {
 // While a server holds the data dir every admin verb (and a second server)
 // stops with a message saying so.
 func TestAdminRefusesWhileServerRuns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ts.store("s", msg("user", "hello"))

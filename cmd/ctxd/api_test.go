@@ -15,6 +15,7 @@ import (
 )
 
 func TestStoreRestartSearch(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ids := ts.store("proj-1",
@@ -56,6 +57,7 @@ func TestStoreRestartSearch(t *testing.T) {
 }
 
 func TestTokensAreExact(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	// "hello world" is 2 tokens in both encodings; role "user" is 1. With
 	// OpenAI's rule: 3 + 1 + 2 = 6, and a name adds its tokens + 1.
@@ -84,6 +86,7 @@ func TestTokensAreExact(t *testing.T) {
 }
 
 func TestSessionsAPI(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	st := ts.mustDo(200, "PUT", "/v1/sessions/a", map[string]any{"context_window": 10000, "metadata": map[string]any{"team": "x"}})
 	if st["context_window"] != float64(10000) || st["encoding"] != "o200k_base" || st["tokens"] != float64(0) {
@@ -108,6 +111,7 @@ func TestSessionsAPI(t *testing.T) {
 // PUTs it back with a change gets the change. A field set both ways with two
 // values is refused, and the refusal changes nothing.
 func TestSessionPolicyRoundTrip(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	st := ts.mustDo(200, "PUT", "/v1/sessions/a", map[string]any{"context_window": 10000})
 	pol := st["policy"].(map[string]any)
@@ -144,6 +148,7 @@ func TestSessionPolicyRoundTrip(t *testing.T) {
 }
 
 func TestMessagesPaging(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	var batch []map[string]any
 	for i := 0; i < 25; i++ {
@@ -180,6 +185,7 @@ func TestMessagesPaging(t *testing.T) {
 }
 
 func TestSearchFilters(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	old := time.Date(2024, 3, 1, 10, 0, 0, 0, time.UTC)
 	recent := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
@@ -227,6 +233,7 @@ func TestSearchFilters(t *testing.T) {
 }
 
 func TestDeleteIsolation(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.store("one", msg("user", "the launch code is pelican"))
 	keep := ts.store("two", msg("user", "the launch code is pelican too"))
@@ -252,6 +259,7 @@ func TestDeleteIsolation(t *testing.T) {
 }
 
 func TestIndexDeletedIsRebuilt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ids1 := ts.store("r", msg("user", "the quarterly report is due on the ninth"), msg("assistant", "I will remind you about the report"))
@@ -269,6 +277,7 @@ func TestIndexDeletedIsRebuilt(t *testing.T) {
 // An index written by a version with another mapping is rebuilt in place
 // at start-up: removed, not kept aside as a broken one.
 func TestIndexOfAnotherSchemaIsRebuilt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	want := ts.store("r", msg("user", "the lighthouse keeper logs the storms"))
@@ -295,6 +304,7 @@ func TestIndexOfAnotherSchemaIsRebuilt(t *testing.T) {
 }
 
 func TestCorruptIndexIsRebuilt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	want := ts.store("r", msg("user", "zebra crossing near the office"))
@@ -316,6 +326,7 @@ func TestCorruptIndexIsRebuilt(t *testing.T) {
 // A crash between the store commit and the index write leaves the index
 // behind the store; start-up must notice and catch up before answering.
 func TestLaggingIndexCatchesUp(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ts.store("lag", msg("user", "first message indexed normally"))
@@ -345,6 +356,7 @@ func TestLaggingIndexCatchesUp(t *testing.T) {
 // word's neighbours in the embedded GloVe model by their words ("automobile"
 // finds a car), and the snippet marks them; across sessions it does not.
 func TestSearchQueryExpansion(t *testing.T) {
+	t.Parallel()
 	for _, w := range []float64{0, 0.5} {
 		ts := startServer(t, t.TempDir(), func(c *Config) { c.ExpansionWeight = w })
 		ts.mustDo(200, "PUT", "/v1/sessions/e", map[string]any{})

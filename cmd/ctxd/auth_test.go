@@ -34,6 +34,7 @@ func startWithKeys(t *testing.T, mutate ...func(*Config)) *testServer {
 }
 
 func TestAuthNeedsAValidKey(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		ts.mustDo(200, "GET", path, nil)
@@ -63,6 +64,7 @@ func TestAuthNeedsAValidKey(t *testing.T) {
 // Two tenants use the same session id; every route must keep them apart:
 // one subtest per route, each ending with tenant a's data unchanged.
 func TestTenantIsolationPerRoute(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	a, b := ts.as(keyA), ts.as(keyB)
 	a.mustDo(200, "PUT", "/v1/sessions/shared", map[string]any{"context_window": 4096})
@@ -199,6 +201,7 @@ func TestTenantIsolationPerRoute(t *testing.T) {
 }
 
 func TestAdminKeyActsAsAnyTenant(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	ts.as(keyA).store("s1", msg("user", "alpha note about quinces"))
 	admin := ts.as(keyAdmin, "a")
@@ -217,6 +220,7 @@ func TestAdminKeyActsAsAnyTenant(t *testing.T) {
 }
 
 func TestRateLimitPerKey(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t, func(c *Config) { c.RateLimit, c.RateBurst = 0.01, 3 })
 	a := ts.as(keyA)
 	for i := range 3 {
@@ -240,6 +244,7 @@ func TestRateLimitPerKey(t *testing.T) {
 }
 
 func TestRateLimitPerIPWithoutKeys(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.RateLimit, c.RateBurst = 0.01, 2 })
 	ts.mustDo(200, "GET", "/v1/sessions", nil)
 	ts.mustDo(200, "GET", "/v1/sessions", nil)
@@ -249,6 +254,7 @@ func TestRateLimitPerIPWithoutKeys(t *testing.T) {
 }
 
 func TestKeysFromEnvAndFile(t *testing.T) {
+	t.Parallel()
 	sum := sha256.Sum256([]byte("file-key-0123456789abcdef"))
 	file := filepath.Join(t.TempDir(), "ctxd.yaml")
 	os.WriteFile(file, []byte("keys:\n  - {tenant: f, sha256: "+hex.EncodeToString(sum[:])+"}\n  - {tenant: ops, key: ops-key-0123456789abc, admin: true}\n"), 0o600)
@@ -282,6 +288,7 @@ func TestKeysFromEnvAndFile(t *testing.T) {
 }
 
 func TestRemoteListenNeedsKeysOrConsent(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t.TempDir())
 	cfg.Addr = "0.0.0.0:8080"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "API keys") {
@@ -306,6 +313,7 @@ func TestRemoteListenNeedsKeysOrConsent(t *testing.T) {
 }
 
 func TestRequestTimeoutCancelsWork(t *testing.T) {
+	t.Parallel()
 	slow := slowEmbeddings(t, 3*time.Second)
 	ts := startServer(t, t.TempDir(), func(c *Config) {
 		c.EmbedURL, c.EmbedDim, c.RequestTimeout = slow.URL+"/v1", 8, 300*time.Millisecond
@@ -343,6 +351,7 @@ func slowEmbeddings(t *testing.T, delay time.Duration) *httptest.Server {
 // Embedding calls are bounded across requests: 12 concurrent writes never
 // have more than --max-embeds calls at the embedding endpoint at once.
 func TestEmbeddingCallsAreBounded(t *testing.T) {
+	t.Parallel()
 	var calls, inFlight, peak atomic.Int64
 	fast := fakeEmbeddings(t, &calls)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -375,6 +384,7 @@ func TestEmbeddingCallsAreBounded(t *testing.T) {
 // Compactions are bounded across sessions: with --max-compactions 1, the
 // compaction log shows no two running at once, whatever the session.
 func TestCompactionsAreBounded(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.MaxCompactions = 1 })
 	var wg sync.WaitGroup
 	for s := range 6 {

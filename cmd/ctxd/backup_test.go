@@ -87,6 +87,7 @@ func (p parsedExport) ids() []string {
 // counts (read with the session) match the messages exported for it (read
 // after). Read session by session, a write landing in between breaks that.
 func TestOnlineBackupConsistentWhileWriting(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	sessions := []string{"w0", "w1", "w2", "w3"}
 	for _, s := range sessions {
@@ -155,6 +156,7 @@ func TestOnlineBackupConsistentWhileWriting(t *testing.T) {
 
 // A key exports its own tenant only; an admin key any tenant, or all.
 func TestOnlineBackupTenantIsolation(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	ts.as(keyA).store("shared", msg("user", "tenant a's secret about quinces"))
 	ts.as(keyA).store("only-a", msg("user", "more of a"))
@@ -207,6 +209,7 @@ func TestOnlineBackupTenantIsolation(t *testing.T) {
 // of the stopped server gives, and it imports into a new data dir that
 // answers as the original.
 func TestOnlineBackupImportsAndMatches(t *testing.T) {
+	t.Parallel()
 	src, dst := t.TempDir(), t.TempDir()
 	ts := startServer(t, src)
 	populate(t, ts)
@@ -271,6 +274,7 @@ func cutProxy(t *testing.T, upstream string, n int, atLine bool) *httptest.Serve
 // trailer that says incomplete, while an export from before trailers
 // still imports.
 func TestOnlineBackupInterrupted(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	for _, s := range []string{"a", "b", "c"} {
 		ts.store(s, msg("user", "a line of "+s), msg("assistant", "another line of "+s))
@@ -334,6 +338,7 @@ func TestOnlineBackupInterrupted(t *testing.T) {
 // the connection: a plain reader gets an error, `ctxd export --server`
 // fails and leaves no file.
 func TestOnlineBackupServerFailsMidStream(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	batch := make([]map[string]any, 100)

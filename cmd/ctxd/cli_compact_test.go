@@ -166,6 +166,7 @@ func TestCLICompactColdDropsRecoverLogs(t *testing.T) {
 }
 
 func TestCLISearchAndContext(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.store("ops", map[string]any{"role": "system", "content": "You are a deployment assistant.", "pinned": true})
 	pw := ts.store("ops", msg("user", "The staging DB password rotates every Friday."))[0]

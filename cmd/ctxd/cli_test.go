@@ -16,6 +16,7 @@ import (
 )
 
 func TestGauge(t *testing.T) {
+	t.Parallel()
 	for pct, want := range map[float64]string{
 		0:     "[....................] 0%",
 		0.049: "[....................] 5%",
@@ -30,6 +31,7 @@ func TestGauge(t *testing.T) {
 }
 
 func TestCLIStatus(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/half", map[string]any{"context_window": 1000})
 	for i := range 8 {
@@ -114,6 +116,7 @@ func TestCLISessionsPages(t *testing.T) {
 }
 
 func TestCLIReset(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	for _, id := range []string{"r1", "r2", "r3"} {
 		ts.store(id, msg("user", "keep me until confirmed"))
@@ -173,6 +176,7 @@ func TestCLIReset(t *testing.T) {
 }
 
 func TestCLIUnreachable(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +190,7 @@ func TestCLIUnreachable(t *testing.T) {
 }
 
 func TestCLIUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"frobnicate"},
 		{"sessions", "--server", "localhost:8080"},

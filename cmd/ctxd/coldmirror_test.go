@@ -66,6 +66,7 @@ func mustConsistent(t *testing.T, dir, when string) {
 // its cold mirror file too; a session re-created with the same id starts a
 // file of its own instead of appending to the deleted one's.
 func TestDeleteSessionRemovesColdMirror(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	old := compactCold(t, ts, "doomed", "aardvarkold")
@@ -103,6 +104,7 @@ func TestDeleteSessionRemovesColdMirror(t *testing.T) {
 // cut last line, a whole file gone. A file of a session the store lacks is
 // kept (it may be the last copy of its originals) and only reported.
 func TestStartReconcilesColdMirror(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	a := compactCold(t, ts, "alpha", "alphaword")
@@ -169,6 +171,7 @@ func TestStartReconcilesColdMirror(t *testing.T) {
 // tells how its message first went cold, and a later drop or a rolled
 // summary does not make it stale (before, 272 lines of this session were).
 func TestColdMirrorConsistentAfterRollingSummaries(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ts.mustDo(200, "PUT", "/v1/sessions/roll", map[string]any{"context_window": 1200, "keep_recent": 2})
@@ -215,6 +218,7 @@ func TestColdMirrorConsistentAfterRollingSummaries(t *testing.T) {
 // cleanly, and `ctxd verify` must then find nothing: no cold line missing or
 // stale, no file of a deleted session.
 func TestSIGKILLColdMirror(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}

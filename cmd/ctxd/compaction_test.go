@@ -63,6 +63,7 @@ func checkReachable(t *testing.T, ts *testServer, session string, acked []string
 }
 
 func TestAutoCompactionUnderBudget(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir(), thirtyDays)
 	// A low cutoff sends the middle band to summaries rather than drops, so
 	// both paths run.
@@ -169,6 +170,7 @@ func readEvents(t *testing.T, path string) []map[string]any {
 }
 
 func TestCompactDryRunAndProtection(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/d", map[string]any{"context_window": 100000, "keep_recent": 4})
 	ids := ts.store("d",
@@ -233,6 +235,7 @@ func TestCompactDryRunAndProtection(t *testing.T) {
 }
 
 func TestRecoverAndFlush(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir(), thirtyDays)
 	// Flush at 1500-300 tokens: above the 1050-token target a compaction
 	// leaves, so one cycle tells the agent once.

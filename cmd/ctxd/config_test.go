@@ -11,6 +11,7 @@ import (
 )
 
 func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "ctxd.yaml")
 	os.WriteFile(file, []byte("addr: 127.0.0.1:7000\ndata_dir: /from/file\nlog_level: debug\ncontext_window: 32000\n"), 0o644)
 	env := map[string]string{"CTXD_DATA_DIR": "/from/env", "CTXD_CONTEXT_WINDOW": "64000"}
@@ -40,6 +41,7 @@ func TestConfigPrecedence(t *testing.T) {
 }
 
 func TestConfigErrorsNameTheSetting(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, c := range []struct{ yaml, want string }{
 		{"adress: x\n", `unknown setting "adress"`},
@@ -83,6 +85,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 // The connection settings reach the server from the YAML file and the
 // environment like every other setting.
 func TestConfigConnectionSettings(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "c.yaml")
 	os.WriteFile(file, []byte("read_timeout: 5s\nmax_conns_per_ip: 7\nmax_body_bytes_in_flight: 1048576\n"), 0o644)
 	var cfg Config

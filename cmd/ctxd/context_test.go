@@ -101,6 +101,7 @@ func toolTurn(i int, output string) []map[string]any {
 }
 
 func TestContextExactBudgetAndValidSequence(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/c", map[string]any{"context_window": 200000})
 	ts.store("c", map[string]any{"role": "system", "content": "You are a build assistant.", "pinned": true})
@@ -184,6 +185,7 @@ func storeBuriedFact(ts *testServer, session string) []string {
 }
 
 func TestContextRecoversRelevantColdTurns(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	fact := storeBuriedFact(ts, "r")
 	var state string
@@ -230,6 +232,7 @@ func toStrings(xs []any) []string {
 }
 
 func TestContextConflictsAndHardLimit(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.store("p", map[string]any{"role": "system", "content": strings.Repeat("rule ", 400), "pinned": true})
 	r := ts.do("POST", "/v1/sessions/p/context", map[string]any{"prompt": "hi", "max_tokens": 100})
@@ -260,6 +263,7 @@ func TestContextConflictsAndHardLimit(t *testing.T) {
 // trigger; the rest are sent answer-only (logged, left cold), so a context
 // call never starts a compaction that would drop them again.
 func TestContextRecoveriesStayUnderTrigger(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/u", map[string]any{"context_window": 2000})
 	for i := 0; i < 120; i++ {
@@ -337,6 +341,7 @@ func anyList(v any) []any {
 // and its vector: the index learns of the recovery a moment later, and the
 // window's scoring must not wait for it (nor score the window by words only).
 func TestContextScoresRecoveredTurnsAtOnce(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	fact := storeBuriedFact(ts, "r")
 	prompt := "what is the office wifi password?"
@@ -363,6 +368,7 @@ func TestContextScoresRecoveredTurnsAtOnce(t *testing.T) {
 // With no word of the prompt in the window, the window is still ranked by
 // meaning: the vector side of similarity is the messages' stored vectors.
 func TestContextRanksWindowByMeaning(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/v", map[string]any{"context_window": 100_000, "keep_recent": 1})
 	pet := ts.store("v", msg("user", "My puppy chewed through the sofa cushions while I was out."))
@@ -390,6 +396,7 @@ func TestContextRanksWindowByMeaning(t *testing.T) {
 // with one candidate, similarity has nothing to scale against and scores 0,
 // which the relevance cutoff must not read as irrelevant.
 func TestContextRecoversTheOnlyColdMessage(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/one", map[string]any{"context_window": 100_000, "keep_recent": 1})
 	ids := ts.store("one", msg("user", "hi there"), msg("user", "By the way, the office wifi password is walrus-4417."))
@@ -416,6 +423,7 @@ func TestContextRecoversTheOnlyColdMessage(t *testing.T) {
 // turn after it, which shares no word with the prompt. A turn written days
 // later is no reply and stays out.
 func TestContextRecoversTheAnswerToAQuestionAskedBack(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/qa", map[string]any{"context_window": 100_000, "keep_recent": 1})
 	day := time.Date(2024, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -459,6 +467,7 @@ func TestContextRecoversTheAnswerToAQuestionAskedBack(t *testing.T) {
 // A prompt that asks when scores a turn that states a time up, and explain
 // says so; a turn that states none gets nothing.
 func TestContextWhenPromptScoresATurnThatStatesATime(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/w", map[string]any{"context_window": 100_000, "keep_recent": 1})
 	ids := ts.store("w", msg("user", "I went to the pottery class with my sister, it was great fun."),
@@ -493,6 +502,7 @@ func TestContextWhenPromptScoresATurnThatStatesATime(t *testing.T) {
 // turns mention the wifi and fill that share; the one that answers is
 // active, older than the recent turns.
 func TestContextRanksActiveTurnsWithColdOnes(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/mix", map[string]any{"context_window": 100_000, "keep_recent": 2})
 	fact := ts.store("mix", msg("user", "By the way, the office wifi password is walrus-4417."))[0]

@@ -78,6 +78,7 @@ func textSearch(ts *testServer, session, query string) []map[string]any {
 // (the new words find the message, the old ones only its earlier version,
 // kept cold), the totals stay exact, and all of it survives a restart.
 func TestEditMessageContent(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir, thirtyDays)
 	ids := ts.store("e",
@@ -204,6 +205,7 @@ func TestEditMessageContent(t *testing.T) {
 // A refused edit or delete answers a 4xx in the API's error shape and
 // changes nothing.
 func TestEditAndDeleteRefusals(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/r", map[string]any{"context_window": 1200})
 	ids := ts.store("r", map[string]any{"role": "system", "content": "rules", "pinned": true}, msg("user", "first question"))
@@ -276,6 +278,7 @@ func TestEditAndDeleteRefusals(t *testing.T) {
 // Another tenant's message id is 404 on both routes, exactly like GET, and
 // its message is left as it was.
 func TestEditAndDeleteTenantIsolation(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	a, b := ts.as(keyA), ts.as(keyB)
 	id := a.store("s", msg("user", "tenant a's secret plan"))[0]
@@ -311,6 +314,7 @@ func TestEditAndDeleteTenantIsolation(t *testing.T) {
 // A deleted message leaves the store, both indexes and the cold mirror,
 // with its earlier versions; the totals stay exact; a restart keeps it gone.
 func TestDeleteMessage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ts.mustDo(200, "PUT", "/v1/sessions/d", map[string]any{"context_window": 1500})
@@ -385,6 +389,7 @@ func TestDeleteMessage(t *testing.T) {
 // changes); ?group=true deletes the call with all its results, and the
 // windows stay valid chat sequences.
 func TestDeleteToolGroup(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	call := map[string]any{"role": "assistant", "content": "", "tool_calls": []any{
 		map[string]any{"id": "c1", "type": "function", "function": map[string]any{"name": "ls", "arguments": `{"dir":"/srv"}`}},

@@ -60,6 +60,7 @@ func fakeEmbeddings(t *testing.T, calls *atomic.Int64) *httptest.Server {
 // remembers its model: another model is refused, or everything re-embedded
 // with --reembed, and vectors of two models never mix.
 func TestOpenAIEmbedderAndModelChange(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	fake := fakeEmbeddings(t, &calls)
 	dir := t.TempDir()

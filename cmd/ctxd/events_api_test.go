@@ -6,6 +6,7 @@ import (
 )
 
 func TestGetMessageByID(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ids := ts.store("lookup", msg("user", "The staging DB password rotates every Friday."))
 
@@ -25,6 +26,7 @@ func TestGetMessageByID(t *testing.T) {
 }
 
 func TestListEvents(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.store("ev-a", msg("user", "first"))
 	ts.store("ev-a", msg("user", "second"))

@@ -11,6 +11,7 @@ import (
 // stored with its exact cost, embedded, indexed, summarized and sent in
 // windows like any other; other roles still need content.
 func TestEmptyToolResults(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ts.mustDo(200, "PUT", "/v1/sessions/t", map[string]any{"context_window": 1500})
@@ -68,6 +69,7 @@ func TestEmptyToolResults(t *testing.T) {
 // ?format=openai (or "format": "openai") answers plain chat messages that
 // an OpenAI-style API takes as they are; the rest of the answer stays.
 func TestContextOpenAIFormat(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.store("o",
 		map[string]any{"role": "system", "content": "You are a build assistant.", "pinned": true},

@@ -40,6 +40,7 @@ func anthropicClient(ts *testServer, opts ...option.RequestOption) anthropic.Cli
 }
 
 func TestGatewayAnthropicToolLoopStoredOnce(t *testing.T) {
+	t.Parallel()
 	calls := 0
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		if r.URL.Path != "/v1/messages" || anthropicKey(r.Header) != "sk-ant-upstream" || r.Header.Get("Anthropic-Version") == "" {
@@ -120,6 +121,7 @@ func TestGatewayAnthropicToolLoopStoredOnce(t *testing.T) {
 }
 
 func TestGatewayAnthropicStream(t *testing.T) {
+	t.Parallel()
 	firstSeen := make(chan struct{})
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -209,6 +211,7 @@ func TestGatewayAnthropicErrors(t *testing.T) {
 // tokenizer counts twice what ctxd's does (reported as usage) gets windows
 // that fit its window in its own count.
 func TestGatewayAnthropicCalibratesToReportedUsage(t *testing.T) {
+	t.Parallel()
 	tok := tokenizer.New()
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		raw, _ := json.Marshal(body["messages"])
@@ -257,6 +260,7 @@ func TestGatewayAnthropicCalibratesToReportedUsage(t *testing.T) {
 }
 
 func TestGatewayAnthropicFlushTurn(t *testing.T) {
+	t.Parallel()
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		if raw, _ := json.Marshal(body["tools"]); strings.Contains(string(raw), `"save_memory"`) {
 			anthropicAnswer(w, map[string]any{"type": "tool_use", "id": "toolu_n", "name": "save_memory", "input": map[string]any{"note": "Staging runs on port 8443."}})

@@ -102,6 +102,7 @@ func runNodeScript(t *testing.T, dir, name, script string, env ...string) []byte
 }
 
 func TestGatewayNodeSDKs(t *testing.T) {
+	t.Parallel()
 	dir := installNodeSDKs(t)
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		// The SDKs' own keys reach the upstream untouched.

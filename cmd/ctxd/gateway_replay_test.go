@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/benchsample"
 	"github.com/ctxd/ctxd/tokenizer"
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -20,12 +21,23 @@ import (
 // gateway as the agent would send them (its whole history on every call)
 // to an upstream that answers with the recorded step and checks every
 // request it gets: within the model's window less the answer, and a valid
-// tool sequence. CTXD_GATEWAY_REPLAY_RUNS sets how many runs (default 2).
+// tool sequence. CTXD_AGENT_RUNS names the runs (make eval-agent's
+// AGENT_RUNS); without it, the synthetic runs of internal/benchsample.
+// CTXD_GATEWAY_REPLAY_RUNS sets how many runs (default 2).
 func TestGatewayReplayAgentRuns(t *testing.T) {
-	path := filepath.Join("..", "..", "..", "shared", "bench", "agent-dev", "runs.jsonl")
+	t.Parallel()
+	path := os.Getenv("CTXD_AGENT_RUNS")
+	if path == "" {
+		o := benchsample.Defaults
+		o.Out = t.TempDir()
+		if err := benchsample.Write(o); err != nil {
+			t.Fatal(err)
+		}
+		path = filepath.Join(o.Out, benchsample.AgentRunsFile)
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		t.Skipf("the recorded runs are not here (%v)", err)
+		t.Fatalf("CTXD_AGENT_RUNS: %v", err)
 	}
 	defer f.Close()
 	runs := 2

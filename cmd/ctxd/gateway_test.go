@@ -145,6 +145,7 @@ func sessionMessages(ts *testServer, session string) []map[string]any {
 }
 
 func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
+	t.Parallel()
 	up := echoUpstream(t)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	client, doer := openaiClient(ts, "sk-upstream", nil)
@@ -204,6 +205,7 @@ func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
 }
 
 func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
+	t.Parallel()
 	up := echoUpstream(t)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"edit-1"}})
@@ -275,6 +277,7 @@ func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
 }
 
 func TestGatewayOpenAIWindowFitsModel(t *testing.T) {
+	t.Parallel()
 	up := echoUpstream(t)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	const window, answer = 2000, 300
@@ -338,6 +341,7 @@ func deltaChunk(delta map[string]any) map[string]any {
 }
 
 func TestGatewayOpenAIStreamPassesThroughAndStores(t *testing.T) {
+	t.Parallel()
 	firstSeen := make(chan struct{})
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -400,6 +404,7 @@ func TestGatewayOpenAIStreamPassesThroughAndStores(t *testing.T) {
 }
 
 func TestGatewayOpenAIStreamStoredWhenClientLeaves(t *testing.T) {
+	t.Parallel()
 	firstSeen := make(chan struct{})
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -434,6 +439,7 @@ func TestGatewayOpenAIStreamStoredWhenClientLeaves(t *testing.T) {
 }
 
 func TestGatewayOpenAIUpstreamErrors(t *testing.T) {
+	t.Parallel()
 	t.Run("PassThrough", func(t *testing.T) {
 		up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 			w.Header().Set("Content-Type", "application/json")
@@ -532,6 +538,7 @@ func TestGatewayOpenAIKeysAndTenants(t *testing.T) {
 }
 
 func TestGatewayOpenAIFlushTurn(t *testing.T) {
+	t.Parallel()
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		raw, _ := json.Marshal(body["tools"])
 		if strings.Contains(string(raw), `"save_memory"`) {

@@ -44,6 +44,7 @@ func (g *gigabyte) Read(p []byte) (int, error) {
 // server answers 413 having taken no more than its limit plus what the
 // kernel's socket buffers hold: the body is never read whole.
 func TestHostileGigabyteBodies(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("streams tens of megabytes per row")
 	}

@@ -67,6 +67,7 @@ func expectClosed(t *testing.T, c net.Conn, br io.Reader) {
 // existed such a connection was held for good (150 s observed, with a 5 s
 // --request-timeout).
 func TestSlowClientTimeouts(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir(), func(c *Config) {
 		c.ReadTimeout, c.ReadHeaderTimeout, c.IdleTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
 	})
@@ -103,6 +104,7 @@ func TestSlowClientTimeouts(t *testing.T) {
 // Connections over --max-conns-per-ip are answered 503 with the JSON error
 // and closed; a closed one frees its place.
 func TestConnectionCaps(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.MaxConnsPerIP = 3 })
 	var held []net.Conn
 	for range 3 {
@@ -132,6 +134,7 @@ func TestConnectionCaps(t *testing.T) {
 // Requests net/http refuses before any handler runs are answered with
 // API.md's JSON error, like every other error.
 func TestNetHTTPErrorsAreJSON(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.MaxHeaderBytes = 64 << 10 })
 	for _, r := range []struct {
 		name, request string
@@ -162,6 +165,7 @@ func TestNetHTTPErrorsAreJSON(t *testing.T) {
 
 // HEAD answers like GET, without the body, wherever GET does.
 func TestHeadLikeGet(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.store("s", msg("user", "hello"))
 	for _, path := range []string{"/healthz", "/readyz", "/openapi.json", "/metrics", "/v1/sessions", "/v1/sessions/s",
@@ -193,6 +197,7 @@ func TestHeadLikeGet(t *testing.T) {
 // body that would pass it answers 503 with Retry-After and the JSON error,
 // while smaller ones that fit, and the same body later, are served.
 func TestBodyBytesInFlight(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.MaxBodyInFlight = 64 << 10 })
 	body := func(words int) []byte {
 		b, _ := json.Marshal(map[string]any{"messages": []any{msg("user", strings.Repeat("river ", words))}})

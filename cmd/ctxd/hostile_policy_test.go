@@ -10,6 +10,7 @@ import (
 // session answer without a 5xx. Values the domain cannot work with are
 // refused by the PUT (400) instead.
 func TestHostilePolicyExtremes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("writes and compacts a session per row")
 	}

@@ -10,6 +10,7 @@ import (
 // checks each answer's status, error code and shape, and that nothing a
 // client can see changed. validation_test.go holds the first, smaller table.
 func TestHostileInput(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("hundreds of requests")
 	}

@@ -28,6 +28,7 @@ func postMessages(ts *testServer, session string, msgs ...map[string]any) resp {
 // answered with the first answer's ids and tokens, after a restart too; the
 // same key with other messages is a 409; keys are per session and tenant.
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	batch := []map[string]any{msg("user", "deploy the api to staging"),
@@ -93,6 +94,7 @@ func TestIdempotencyKey(t *testing.T) {
 // Concurrent copies of one write (a client retrying before the first
 // answer came) store it once, and all get its answer.
 func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	const n = 8
 	answers := make([]resp, n)
@@ -121,6 +123,7 @@ func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
 // are per session and tenant, survive a restart, and leave with their
 // message.
 func TestClientMessageIDs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startWithKeysIn(t, dir)
 	a := ts.as(keyA)

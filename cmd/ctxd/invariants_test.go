@@ -19,7 +19,13 @@ import (
 func checkCounters(t *testing.T, ts *testServer, session string) []map[string]any {
 	t.Helper()
 	// Background compactions may still run (queued behind the compaction
-	// bound): read the messages on both sides of the status until they agree.
+	// bound): wait for them in process; a child process's are read on both
+	// sides of the status until they agree.
+	if ts.Main != nil {
+		if err := ts.Main.Service.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var msgs []map[string]any
 	var st map[string]any
 	for range 100 {
@@ -60,6 +66,7 @@ func checkCounters(t *testing.T, ts *testServer, session string) []map[string]an
 // tool calls, compactions, recoveries and context calls, and checks every
 // invariant after every step.
 func TestInvariantsUnderRandomOperations(t *testing.T) {
+	t.Parallel()
 	seed := time.Now().UnixNano()
 	if v := os.Getenv("CTXD_TEST_SEED"); v != "" {
 		seed, _ = strconv.ParseInt(v, 10, 64)
@@ -146,6 +153,7 @@ func TestInvariantsUnderRandomOperations(t *testing.T) {
 // 50 concurrent writers on one session while compactions and context calls
 // run: no lost or duplicated message, counters consistent.
 func TestConcurrentWritersCompactionsAndContext(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/busy", map[string]any{"context_window": 3000})
 	writers, per := 50, 6

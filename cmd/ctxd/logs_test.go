@@ -54,6 +54,7 @@ func startLogged(t *testing.T, mutate func(*Config)) (*testServer, *syncBuffer) 
 }
 
 func TestLogsCarryRequestIDsNotContent(t *testing.T) {
+	t.Parallel()
 	ts, out := startLogged(t, func(c *Config) { c.LogFormat = "json" })
 	ts.store("s", msg("user", "the vault code is pineapple-7731"))
 	ts.search(map[string]any{"query": "vault pineapple"})
@@ -82,6 +83,7 @@ func TestLogsCarryRequestIDsNotContent(t *testing.T) {
 }
 
 func TestLogContentOptIn(t *testing.T) {
+	t.Parallel()
 	ts, out := startLogged(t, func(c *Config) { c.LogContent = true })
 	ts.store("s", msg("user", "the vault code is pineapple-7731"))
 	ts.Stop()

@@ -16,6 +16,7 @@ import (
 // deletes the mirror files; --allow-empty-store starts empty on purpose;
 // restore-cold brings the cold originals back from the mirror.
 func TestLostStore(t *testing.T) {
+	t.Parallel()
 	dir, _ := populatedDir(t)
 	for _, tc := range []struct {
 		name string

@@ -47,6 +47,7 @@ type nodeToolAnswer struct {
 }
 
 func TestMCPTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	dir := installNodePackages(t, "ctxd-mcp-node-sdk", mcpNodeSDK)
 	ts := startWithKeys(t)
 	cold := seedTrip(t, ts.as(keyA))

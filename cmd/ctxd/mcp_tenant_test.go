@@ -17,6 +17,7 @@ import (
 // unchanged; each also shows a (or the admin key acting as a) reaching what
 // b cannot, so no check passes for want of data.
 func TestMCPTenantIsolationPerTool(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	a, b := ts.as(keyA), ts.as(keyB)
 	cold := seedTrip(t, a)

@@ -163,18 +163,21 @@ func seedTrip(t *testing.T, ts *testServer) string {
 }
 
 func TestMCPOverHTTP(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	cold := seedTrip(t, ts.as(keyA))
 	exerciseTools(t, mcpOverHTTP(t, ts, keyA), cold)
 }
 
 func TestMCPOverHTTPWithoutKeys(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	cold := seedTrip(t, ts)
 	exerciseTools(t, mcpOverHTTP(t, ts, ""), cold)
 }
 
 func TestMCPHTTPEdges(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	init := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize",
 		"params": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "x", "version": "1"}}}
@@ -228,6 +231,7 @@ func TestMCPHTTPEdges(t *testing.T) {
 }
 
 func TestMCPStdio(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	cold := seedTrip(t, ts.as(keyA))
 	exerciseTools(t, mcpStdio(t, ts.URL, "--api-key", keyA), cold)
@@ -254,6 +258,7 @@ func TestMCPStdioKeyFromEnvironment(t *testing.T) {
 }
 
 func TestMCPStdioServerDown(t *testing.T) {
+	t.Parallel()
 	// Nothing listens on port 1: every call is unavailable, none a crash.
 	cs := mcpStdio(t, "http://127.0.0.1:1", "--timeout", "5s")
 	for tool, args := range map[string]map[string]any{
@@ -269,6 +274,7 @@ func TestMCPStdioServerDown(t *testing.T) {
 }
 
 func TestMCPStdioBadFlags(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(ctxdBinary(t), "mcp", "--server", "ftp://x").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--server") {
 		t.Errorf("ctxd mcp --server ftp://x: %v %s", err, out)

@@ -32,6 +32,7 @@ func pinnedRefusal(t *testing.T, r resp) (used, adds, limit int) {
 // nothing; unpinning or deleting frees room; the total is exact and kept
 // across a restart.
 func TestPinnedBudget(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	st := ts.mustDo(200, "PUT", "/v1/sessions/p", map[string]any{"context_window": 2000})
@@ -110,6 +111,7 @@ func TestPinnedBudget(t *testing.T) {
 // the session is not created), and a window made smaller leaves pinned
 // messages over it: writes that add none, or shorten them, still pass.
 func TestPinnedBudgetFirstWriteAndShrunkWindow(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	huge := strings.Repeat("Follow every rule of the style guide. ", 4500) // ~36k tokens: past a quarter of 128k
 	_, _, limit := pinnedRefusal(t, ts.do("POST", "/v1/sessions/brandnew/messages", map[string]any{"messages": []any{

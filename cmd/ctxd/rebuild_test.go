@@ -34,6 +34,7 @@ func writeBatches(ts *testServer, from, n int, first, last string) {
 // before the real binary answers /readyz, even though the change log was
 // trimmed (as the maintain loop does), and the log says so.
 func TestIndexRebuiltAtStart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary four times")
 	}

@@ -10,6 +10,7 @@ import (
 // Shutdown (what SIGTERM runs) lets writes in flight finish: every write
 // acknowledged before or during it is there after a restart.
 func TestGracefulShutdownKeepsAcknowledgedWrites(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	var mu sync.Mutex

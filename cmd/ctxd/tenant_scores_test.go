@@ -11,6 +11,7 @@ import (
 // from first to last in a's text search, so a could read b's writes from its
 // rankings. Through the API, a's results must stay exactly what they were.
 func TestSearchScoresPerTenant(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	a, b := ts.as(keyA), ts.as(keyB)
 	// One write, so one index segment: Bleve's average field length is

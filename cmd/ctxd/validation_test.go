@@ -8,6 +8,7 @@ import (
 
 // Every bad request answers its 4xx in the API's error shape and changes nothing.
 func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir(), func(c *Config) {
 		c.MaxContentBytes = 4096
 		c.BodyLimit = 64 << 10

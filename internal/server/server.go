@@ -41,6 +41,8 @@ type Main struct {
 	Store   *boltstore.Store
 	Index   *index.Index
 	Service *memory.Service
+	// Gateway is the model endpoints' domain side, which HTTP serves.
+	Gateway *memory.Gateway
 	Events  *eventlog.Log
 	HTTP    *httpapi.Server
 	Metrics *metrics.Metrics
@@ -172,6 +174,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	}
 	m.Logger.Info("service open: embedder model checked, index caught up with the store, cold mirror reconciled",
 		"took", time.Since(t0).Round(time.Millisecond))
+	m.Gateway = memory.NewGateway(m.Service)
 	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent,
 		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
@@ -182,7 +185,8 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			OpenAI:    httpapi.Upstream{URL: cfg.UpstreamOpenAIURL, Key: os.Getenv("CTXD_UPSTREAM_OPENAI_API_KEY")},
 			Anthropic: httpapi.Upstream{URL: cfg.UpstreamAnthropicURL, Key: os.Getenv("CTXD_UPSTREAM_ANTHROPIC_API_KEY")},
 			FlushTurn: cfg.GatewayFlush,
-		}})
+		},
+		Conversations: m.Gateway})
 	m.Addr = ln.Addr()
 	m.serveErr = make(chan error, 1)
 	m.serveMetrics()
