@@ -17,6 +17,17 @@ func (s *Session) Place(m *Message) {
 	}
 }
 
+// Replace accounts for m taking the place of old, its stored version: m
+// keeps old's tenant, session and seq, and its vector when m has none.
+func (s *Session) Replace(old, m *Message) {
+	m.Tenant, m.SessionID, m.Seq = old.Tenant, old.SessionID, old.Seq
+	if m.Vector == nil {
+		m.Vector = old.Vector
+	}
+	s.Account(old, -1)
+	s.Account(m, +1)
+}
+
 // Account adds (sign +1) or removes (-1) a message's share of the session's
 // counters: counts by state, window tokens, summaries, pinned tokens and
 // the prunable tool results. A changed message is removed as it was and

@@ -87,12 +87,7 @@ func (t *sessionTx) Put(m *memory.Message) error {
 	if err != nil {
 		return err
 	}
-	m.Tenant, m.SessionID, m.Seq = old.Tenant, old.SessionID, old.Seq
-	if m.Vector == nil {
-		m.Vector = old.Vector
-	}
-	t.sess.Account(old, -1)
-	t.sess.Account(m, +1)
+	t.sess.Replace(old, m)
 	return putMessage(t.tx, m, old)
 }
 
