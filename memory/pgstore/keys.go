@@ -62,12 +62,18 @@ func (s *Store) MessagesByClientID(ctx context.Context, tenant, sessionID string
 }
 
 func (t *sessionTx) WriteKey(key string) (*memory.WriteRecord, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	return getWriteRecord(t.ctx, t.tx, t.sess.Tenant, t.sess.ID, key)
 }
 
 // PutWriteKey records rec, then forgets the session's records made before
 // expireBefore and all but the newest keep.
 func (t *sessionTx) PutWriteKey(rec *memory.WriteRecord, expireBefore time.Time, keep int) error {
+	if err := t.flush(); err != nil {
+		return err
+	}
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode write record %q: %w", rec.Key, err)
@@ -86,6 +92,9 @@ func (t *sessionTx) PutWriteKey(rec *memory.WriteRecord, expireBefore time.Time,
 }
 
 func (t *sessionTx) MessageByClientID(clientID string) (*memory.Message, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	var id string
 	err := t.tx.QueryRow(t.ctx, `SELECT message_id FROM client_ids WHERE tenant = $1 AND session_id = $2 AND client_id = $3`,
 		t.sess.Tenant, t.sess.ID, clientID).Scan(&id)
@@ -98,13 +107,14 @@ func (t *sessionTx) MessageByClientID(clientID string) (*memory.Message, error) 
 	return t.Message(id)
 }
 
+const putClientIDSQL = `INSERT INTO client_ids (tenant, session_id, client_id, message_id) VALUES ($1, $2, $3, $4)
+	ON CONFLICT (tenant, session_id, client_id) DO UPDATE SET message_id = excluded.message_id`
+
 func putClientID(ctx context.Context, tx pgx.Tx, m *memory.Message) error {
 	if m.ClientID == "" {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO client_ids (tenant, session_id, client_id, message_id) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (tenant, session_id, client_id) DO UPDATE SET message_id = excluded.message_id`,
-		m.Tenant, m.SessionID, m.ClientID, m.ID)
+	_, err := tx.Exec(ctx, putClientIDSQL, m.Tenant, m.SessionID, m.ClientID, m.ID)
 	return err
 }
 

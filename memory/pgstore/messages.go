@@ -93,16 +93,21 @@ func sessionExists(ctx context.Context, q querier, tenant, id string) error {
 
 // Messages lists a session's messages in order.
 func (s *Store) Messages(ctx context.Context, tenant, sessionID string, q memory.MessageQuery) ([]*memory.Message, error) {
-	var out []*memory.Message
-	err := s.read(ctx, func(tx pgx.Tx) error {
-		if err := sessionExists(ctx, tx, tenant, sessionID); err != nil {
-			return err
+	// One statement, one snapshot: a context call lists messages three
+	// times, and a read transaction around each was four round trips.
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	out, err := listMessages(ctx, s.pool, tenant, sessionID, q, q.Vectors)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	if len(out) == 0 {
+		if err := sessionExists(ctx, s.pool, tenant, sessionID); err != nil {
+			return nil, dbErr(err)
 		}
-		var err error
-		out, err = listMessages(ctx, tx, tenant, sessionID, q, q.Vectors)
-		return err
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // read runs fn in a read-only transaction: its reads see one instant.

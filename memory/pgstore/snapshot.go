@@ -26,11 +26,11 @@ func (s *Store) Import(ctx context.Context, sess *memory.Session, msgs []*memory
 		if tag.RowsAffected() == 0 {
 			return memory.Errorf(memory.ECONFLICT, "session %q of tenant %q exists already", sess.ID, sess.Tenant)
 		}
+		if err := insertMessages(ctx, tx, msgs); err != nil {
+			return err
+		}
 		changes := make([]memory.Change, len(msgs))
 		for i, m := range msgs {
-			if err := insertMessage(ctx, tx, m); err != nil {
-				return err
-			}
 			changes[i] = memory.Change{Op: memory.ChangeUpsert, Tenant: m.Tenant, SessionID: m.SessionID, MessageID: m.ID}
 		}
 		return logChanges(ctx, tx, changes)

@@ -48,6 +48,9 @@ func (s *Store) sessionWrite(ctx context.Context, tenant, id string, create func
 		if err := fn(stx); err != nil {
 			return err
 		}
+		if err := stx.flush(); err != nil {
+			return err
+		}
 		if err := saveSession(ctx, tx, sess); err != nil {
 			return err
 		}
@@ -123,6 +126,7 @@ type sessionTx struct {
 	tx      pgx.Tx
 	sess    *memory.Session
 	changes []memory.Change
+	pending []*memory.Message // appended, not yet sent: see flush
 }
 
 func (t *sessionTx) Session() *memory.Session { return t.sess }
@@ -132,6 +136,9 @@ func (t *sessionTx) logged(op memory.ChangeOp, id string) {
 }
 
 func (t *sessionTx) Message(id string) (*memory.Message, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	row := t.tx.QueryRow(t.ctx, `SELECT seq, body, vector FROM messages WHERE tenant = $1 AND session_id = $2 AND id = $3`,
 		t.sess.Tenant, t.sess.ID, id)
 	m, err := scanMessage(row, t.sess.Tenant, t.sess.ID, id, true)
@@ -142,6 +149,9 @@ func (t *sessionTx) Message(id string) (*memory.Message, error) {
 }
 
 func (t *sessionTx) Messages(q memory.MessageQuery) ([]*memory.Message, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	return listMessages(t.ctx, t.tx, t.sess.Tenant, t.sess.ID, q, true)
 }
 
@@ -179,28 +189,52 @@ func (t *sessionTx) Put(m *memory.Message) error {
 func (t *sessionTx) Append(m *memory.Message) error {
 	t.sess.Place(m)
 	t.sess.Account(m, +1)
-	if err := insertMessage(t.ctx, t.tx, m); err != nil {
-		return err
-	}
+	t.pending = append(t.pending, m)
 	t.logged(memory.ChangeUpsert, m.ID)
 	return nil
 }
 
-func insertMessage(ctx context.Context, tx pgx.Tx, m *memory.Message) error {
-	body, err := encodeMessage(m)
-	if err != nil {
-		return err
+// insertMessages writes new messages and their client ids in one round
+// trip (a pipeline of statements): a batch of 100 was 100 round trips.
+func insertMessages(ctx context.Context, tx pgx.Tx, msgs []*memory.Message) error {
+	if len(msgs) == 0 {
+		return nil
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO messages (tenant, session_id, seq, id, state, role, kind, created_at, body, vector)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		m.Tenant, m.SessionID, int64(m.Seq), m.ID, string(m.State), string(m.Role), m.Kind, m.CreatedAt.UnixNano(), body, encodeVector(m.Vector))
-	if err != nil {
-		if memory.ErrorCode(dbErr(err)) == memory.ECONFLICT {
-			return memory.Errorf(memory.ECONFLICT, "message id %s exists already", m.ID)
+	var b pgx.Batch
+	var of []*memory.Message // the message of each queued statement
+	for _, m := range msgs {
+		body, err := encodeMessage(m)
+		if err != nil {
+			return err
 		}
-		return err
+		b.Queue(`INSERT INTO messages (tenant, session_id, seq, id, state, role, kind, created_at, body, vector)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			m.Tenant, m.SessionID, int64(m.Seq), m.ID, string(m.State), string(m.Role), m.Kind, m.CreatedAt.UnixNano(), body, encodeVector(m.Vector))
+		of = append(of, m)
+		if m.ClientID != "" {
+			b.Queue(putClientIDSQL, m.Tenant, m.SessionID, m.ClientID, m.ID)
+			of = append(of, m)
+		}
 	}
-	return putClientID(ctx, tx, m)
+	br := tx.SendBatch(ctx, &b)
+	for _, m := range of {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			if memory.ErrorCode(dbErr(err)) == memory.ECONFLICT {
+				return memory.Errorf(memory.ECONFLICT, "message id %s exists already", m.ID)
+			}
+			return err
+		}
+	}
+	return br.Close()
+}
+
+// flush writes the messages Append queued: every other statement of the
+// transaction flushes first, so it reads them.
+func (t *sessionTx) flush() error {
+	pending := t.pending
+	t.pending = nil
+	return insertMessages(t.ctx, t.tx, pending)
 }
 
 // Delete removes a message for good.
