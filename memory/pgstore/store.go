@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -154,8 +155,11 @@ func dbErr(err error) error {
 		}
 		return fmt.Errorf("database: %w", err)
 	}
+	// A connection the server closed (restart, crash, failover) reads
+	// as a closed conn or a cut stream: the pool dials anew for the retry.
 	var ne net.Error
-	if errors.As(err, &ne) || pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) {
+	if errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.Is(err, pgx.ErrTxClosed) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return memory.Errorf(memory.EUNAVAILABLE, "the database is unreachable: %v", err)
 	}
 	var ce *pgconn.ConnectError

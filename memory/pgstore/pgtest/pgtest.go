@@ -36,6 +36,8 @@ var (
 	baseDSN  string // the server's DSN, "" when there is none
 	whyNone  string // why there is no server
 	schemaNo atomic.Int64
+	// pgctl runs pg_ctl on the server pgtest started; nil for EnvDSN's.
+	pgctl func(args ...string) error
 )
 
 // Main starts the server (or takes EnvDSN's), runs the tests and stops it.
@@ -142,8 +144,10 @@ func start() (func(), error) {
 		return nil
 	}
 	data := filepath.Join(dir, "data")
-	// Durability settings are off: a test server's data is thrown away,
-	// and fsyncs would be most of the suite's time.
+	// fsync is off: a test server's data is thrown away, and fsyncs would
+	// be most of the suite's time. Commits still wait for their WAL to
+	// reach the OS (synchronous_commit stays on), so a server stopped as a
+	// crash would (Stop) keeps every acknowledged write.
 	if err := run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -153,13 +157,16 @@ func start() (func(), error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", port, dir)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200", port, dir)
 	if err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%v\n%s", err, log)
 	}
 	baseDSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	pgctl = func(args ...string) error {
+		return run("pg_ctl", append([]string{"-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60"}, args...)...)
+	}
 	return func() {
 		_ = run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
 		os.RemoveAll(dir)
@@ -192,4 +199,25 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Stop stops the test server as a crash would (pg_ctl -m immediate); the
+// test must not run in parallel with others, whose server it is too. It
+// skips the test on a server pgtest did not start (EnvDSN's).
+func Stop(t testing.TB) {
+	t.Helper()
+	if pgctl == nil {
+		t.Skip("the server is " + EnvDSN + "'s: pgtest does not restart it")
+	}
+	if err := pgctl("-m", "immediate", "stop"); err != nil {
+		t.Fatalf("stop the test server: %v", err)
+	}
+}
+
+// Start starts the test server Stop stopped, on the same port.
+func Start(t testing.TB) {
+	t.Helper()
+	if err := pgctl("start"); err != nil {
+		t.Fatalf("start the test server again: %v", err)
+	}
 }
