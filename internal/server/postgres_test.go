@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/ctxd/ctxd/client"
 	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/internal/server/servertest"
+	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/pgstore/pgtest"
 )
 
@@ -84,4 +87,83 @@ func TestTwoNodesReadYourWrites(t *testing.T) {
 	if err != nil || st.Messages.Active != 3 {
 		t.Fatalf("the new node's session status: %+v, %v", st, err)
 	}
+}
+
+// Compactions on node A race appends on node B to one session (and B's
+// own compactions, which its appends trigger): every message B
+// acknowledged is stored, in some state, and the session's counters are
+// its messages' (each write holds the session's row lock).
+func TestCompactionOnARacesAppendsOnB(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	a, am := node(t, dsn)
+	b, _ := node(t, dsn)
+	window := 2000
+	if _, err := a.PutSession(ctx, "race", &api.SessionIn{ContextWindow: &window}); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	appended := make(chan error, 1)
+	step := make(chan struct{}, 40) // one per acknowledged append: A compacts after each
+	go func() {
+		for i := range 40 {
+			text := fmt.Sprintf("turn %d: the deploy of service %d failed on host %d with error code %d, retried twice", i, i*7, i*13, i*101)
+			out, err := b.Append(ctx, "race", []api.MessageIn{{Role: []string{"user", "assistant"}[i%2], Content: strings.Repeat(text+" ", 4)}})
+			if err != nil {
+				appended <- err
+				return
+			}
+			acked = append(acked, out.IDs...)
+			step <- struct{}{}
+		}
+		appended <- nil
+	}()
+	moved, compactions := 0, 0
+	for done := false; !done; {
+		select {
+		case err := <-appended:
+			if err != nil {
+				t.Fatalf("append on B: %v", err)
+			}
+			done = true
+		case <-step:
+		}
+		rep, err := a.Compact(ctx, "race", api.CompactIn{Prompt: "which deploy failed?"})
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Status < 500 {
+			continue // nothing to compact yet
+		}
+		if err != nil {
+			t.Fatalf("compaction on A: %v", err)
+		}
+		compactions++
+		moved += len(rep.Dropped) + len(rep.Summarized)
+	}
+	st := am.Store
+	got, err := st.MessagesByID(ctx, memory.DefaultTenant, acked, false)
+	if err != nil || len(got) != len(acked) {
+		t.Fatalf("%d of the %d messages B acknowledged are stored (%v)", len(got), len(acked), err)
+	}
+	sess, err := st.Session(ctx, memory.DefaultTenant, "race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := st.Messages(ctx, memory.DefaultTenant, "race", memory.MessageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := memory.Imported(sess, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.Counts != want.Counts || sess.Tokens != want.Tokens || sess.Summaries != want.Summaries {
+		t.Fatalf("session counters %v, %d tokens, %d summaries; its messages say %v, %d, %d", sess.Counts, sess.Tokens, sess.Summaries, want.Counts, want.Tokens, want.Summaries)
+	}
+	if sess.Counts.Summarized+sess.Counts.Dropped == 0 {
+		t.Fatalf("nothing was compacted (A's compactions moved %d): the race was not run", moved)
+	}
+	if moved == 0 {
+		t.Fatalf("A's %d compactions moved nothing: the race was not run", compactions)
+	}
+	t.Logf("A's %d compactions moved %d messages; the session: %v, %d summaries", compactions, moved, sess.Counts, sess.Summaries)
 }
