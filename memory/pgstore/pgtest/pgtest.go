@@ -1,7 +1,8 @@
 // Package pgtest gives tests a real PostgreSQL: one server per test
-// package run, started from the machine's PostgreSQL binaries (initdb and
-// pg_ctl into a temp dir, on a free loopback port), or the server named by
-// CTXD_TEST_POSTGRES (a DSN) when it is set. Each test gets a schema of its
+// package run, started when a test first asks for it from the machine's
+// PostgreSQL binaries (initdb and pg_ctl into a temp dir, on a free
+// loopback port), or the server named by CTXD_TEST_POSTGRES (a DSN) when
+// it is set. Each test gets a schema of its
 // own, so tests run in parallel and start empty without a CREATE DATABASE.
 //
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -23,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -40,17 +42,10 @@ var (
 	pgctl func(args ...string) error
 )
 
-// Main starts the server (or takes EnvDSN's), runs the tests and stops it.
-// In CI a server that cannot be had fails the run.
+// Main runs the tests, then stops the server if one was started: the
+// first DSN starts it (or takes EnvDSN's), so a run of tests that need
+// none (go test -run X) does not pay its start.
 func Main(m *testing.M) int {
-	stop, err := start()
-	if err != nil {
-		whyNone = err.Error()
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintf(os.Stderr, "pgtest: CI=true and no PostgreSQL to test against: %s\n", whyNone)
-			return 1
-		}
-	}
 	code := m.Run()
 	if stop != nil {
 		stop()
@@ -58,13 +53,25 @@ func Main(m *testing.M) int {
 	return code
 }
 
+var (
+	once sync.Once
+	stop func()
+)
+
 // DSN returns the DSN of an empty schema of the test server, dropped when
-// the test ends; it skips the test when there is no server (see Main).
+// the test ends. When there is no server it skips the test, saying why,
+// except in CI (CI=true), where it fails it.
 func DSN(t testing.TB) string {
 	t.Helper()
+	once.Do(func() {
+		var err error
+		if stop, err = start(); err != nil {
+			whyNone = err.Error()
+		}
+	})
 	if baseDSN == "" {
-		if whyNone == "" {
-			whyNone = "pgtest.Main did not run (call it from TestMain)"
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and no PostgreSQL to test against: %s", whyNone)
 		}
 		t.Skipf("no PostgreSQL to test against: %s", whyNone)
 	}
