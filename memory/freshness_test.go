@@ -61,6 +61,11 @@ func TestSharedStoreReadsCatchUp(t *testing.T) {
 		t.Fatalf("context while the index lags: %v, want unavailable", err)
 	}
 	release()
+	// The catch-up the refused calls started goes on; Wait returns once the
+	// index holds the store's changes (the retry's own wait is 50 ms).
+	if err := h.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
 	hits, err := h.Search(ctx, q)
 	if err != nil || len(hits) != 1 || hits[0].ID != "other-node-1" {
 		t.Fatalf("search once the index caught up: %+v, %v", hits, err)
