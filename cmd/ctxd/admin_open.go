@@ -101,10 +101,11 @@ func (d *dataDir) newAdmin(cfg Config, progress memory.Progress, indexErr error)
 // up from the change feed), and the data dir holds only the cold mirror
 // the verb writes.
 func openShared(ctx context.Context, d *dataDir, cfg Config, progress memory.Progress) (*dataDir, error) {
-	var err error
-	if d.store, err = pgstore.Open(ctx, cfg.Store, pgstore.Options{}); err != nil {
+	st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{})
+	if err != nil {
 		return nil, err
 	}
+	d.store = st
 	if d.cold, err = coldstore.Open(server.ColdPath(cfg.DataDir)); err != nil {
 		d.Close()
 		return nil, err

@@ -167,3 +167,24 @@ func TestCompactionOnARacesAppendsOnB(t *testing.T) {
 	}
 	t.Logf("A's %d compactions moved %d messages; the session: %v, %d summaries", compactions, moved, sess.Counts, sess.Summaries)
 }
+
+// A --store that is neither empty nor a PostgreSQL URL is refused, and an
+// unreachable database fails the start naming it without its password.
+func TestStoreSettingRefused(t *testing.T) {
+	ctx := context.Background()
+	for store, want := range map[string]string{
+		"mysql://db/ctxd": "--store",
+		"postgres://ctxd:s3cret@127.0.0.1:1/ctxd?sslmode=disable&connect_timeout=5": "connect to postgres://ctxd@127.0.0.1:1/ctxd",
+	} {
+		cfg := servertest.Config(t.TempDir())
+		cfg.Store = store
+		m, err := servertest.Run(ctx, cfg)
+		if err == nil {
+			m.Close()
+			t.Fatalf("--store %s: the server started", store)
+		}
+		if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
+			t.Fatalf("--store %s: %v, want it to name %q and not the password", store, err, want)
+		}
+	}
+}

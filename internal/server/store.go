@@ -22,7 +22,11 @@ func SharedStore(store string) bool {
 func (m *Main) openStore(ctx context.Context) (memory.Store, error) {
 	cfg := m.Config
 	if SharedStore(cfg.Store) {
-		return pgstore.Open(ctx, cfg.Store, pgstore.Options{})
+		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{})
+		if err != nil {
+			return nil, err // not a nil *pgstore.Store in a non-nil interface: Close would call it
+		}
+		return st, nil
 	}
 	if cfg.Store != "" {
 		return nil, memory.Errorf(memory.EINVALID, "--store: %q is neither empty (the data dir's store) nor a postgres:// URL", cfg.Store)
