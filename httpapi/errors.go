@@ -53,7 +53,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		msg = memory.ErrorMessage(err)
 	}
 	unauthorizedHeader(c, status)
-	if status == http.StatusTooManyRequests {
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		c.Response().Header().Set("Retry-After", "1")
 	}
 	if status >= 500 {

@@ -109,6 +109,9 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
+	if err := s.catchUp(ctx); err != nil {
+		return nil, err
+	}
 	tenant := TenantFromContext(ctx)
 	q := SearchQuery{Tenant: tenant, Text: r.Query, Sessions: r.Sessions, States: r.States,
 		Since: r.Since, Until: r.Until, K: r.K, Mode: r.Mode, Highlight: true}

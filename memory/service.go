@@ -57,6 +57,11 @@ type Service struct {
 	Concurrency Concurrency
 	// EventReader reads the event log back for callers; optional.
 	EventReader EventReader
+	// SharedStore says other nodes write to the store too: reads that use
+	// the index catch it up first (see catchUp), waiting at most
+	// CatchUpWait (0: DefaultCatchUpWait).
+	SharedStore bool
+	CatchUpWait time.Duration
 
 	ix           *indexer
 	sessionLocks [1024]sync.Mutex // see lockSession

@@ -107,6 +107,9 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if req.MaxTokens < 0 || req.MaxTokens > maxContextTokens {
 		return nil, Errorf(EINVALID, "max_tokens: %d is outside 1..%d", req.MaxTokens, maxContextTokens)
 	}
+	if err := s.catchUp(ctx); err != nil {
+		return nil, err
+	}
 	tenant := TenantFromContext(ctx)
 	unlock := s.lockSession(tenant, sessionID)
 	defer unlock()

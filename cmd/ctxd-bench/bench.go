@@ -33,6 +33,7 @@ type benchOptions struct {
 	Server      string        `json:"server,omitempty"` // empty: an in-process server
 	ServerPID   int           `json:"server_pid,omitempty"`
 	DataDir     string        `json:"data_dir,omitempty"`
+	Store       string        `json:"-"` // in-process: serve's --store (may hold a password)
 	Seed        uint64        `json:"seed"`
 	Messages    int           `json:"messages"`
 	Sessions    int           `json:"sessions"`
@@ -132,6 +133,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&o.Server, "server", "", "base URL of a running ctxd on loopback (e.g. http://127.0.0.1:8080); empty: start one in-process")
 	f.IntVar(&o.ServerPID, "server-pid", 0, "pid of the --server process, to read its VmRSS/VmHWM from /proc/<pid>/status")
 	f.StringVar(&o.DataDir, "data-dir", "", "in-process: data dir to use and keep (default: a temporary one, removed); with --server: its data dir, for the size")
+	f.StringVar(&o.Store, "store", "", "in-process: serve's --store (a postgres:// URL; empty: the data dir's embedded store); the data dir then holds the node's index")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the synthetic corpus and of the load")
 	f.IntVar(&o.Messages, "messages", o.Messages, "messages to store (generated on the fly; 1,000,000 is fine)")
 	f.IntVar(&o.Sessions, "sessions", o.Sessions, "sessions the messages are spread over (batch b goes to session b mod sessions)")
@@ -473,7 +475,7 @@ func runBench(ctx context.Context, o benchOptions, logw io.Writer) (_ *benchRepo
 				}
 			}
 		}()
-		if r.srv, err = benchStartServer(ctx, dir); err != nil {
+		if r.srv, err = benchStartServer(ctx, dir, o.Store); err != nil {
 			return nil, err
 		}
 		if r.cl, err = benchAPIClient("http://"+r.srv.Addr.String(), r.httpc); err != nil {
@@ -575,9 +577,9 @@ func (r *benchRun) measureMemory(afterIngest benchProcMem) error {
 }
 
 // benchStartServer runs a ctxd with the default settings on dir, on loopback.
-func benchStartServer(ctx context.Context, dir string) (*server.Main, error) {
+func benchStartServer(ctx context.Context, dir, store string) (*server.Main, error) {
 	cfg := server.DefaultConfig()
-	cfg.DataDir, cfg.LogLevel = dir, "warn"
+	cfg.DataDir, cfg.LogLevel, cfg.Store = dir, "warn", store
 	m, err := server.RunLocal(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bench server: start: %w", err)
@@ -766,7 +768,7 @@ func (r *benchRun) startup(ctx context.Context) error {
 		}
 	}
 	t0 = time.Now()
-	r.srv, err = benchStartServer(ctx, r.srvDir)
+	r.srv, err = benchStartServer(ctx, r.srvDir, r.o.Store)
 	if err == nil {
 		if r.cl, err = benchAPIClient("http://"+r.srv.Addr.String(), r.httpc); err == nil {
 			err = waitReady(ctx, r.cl, benchReadyTimeout, nil)

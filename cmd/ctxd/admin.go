@@ -11,14 +11,14 @@ import (
 
 // addAdminCommands adds the offline verbs that work on a stopped server's data dir.
 func addAdminCommands(root *cobra.Command) {
-	root.AddCommand(newReindexCmd(), newExportCmd(), newImportCmd(), newVerifyCmd(), newRestoreColdCmd())
+	root.AddCommand(newReindexCmd(), newExportCmd(), newImportCmd(), newVerifyCmd(), newRestoreColdCmd(), newMigrateCmd())
 }
 
 // adminFlags are the serve flags an admin verb uses: where the data dir is,
 // how to log, and the embedder (to embed messages that lack a vector). The
 // other serve flags are accepted (one config file serves both) but hidden.
 var adminFlags = map[string]bool{
-	"data-dir": true, "log-level": true, "log-format": true, "config": true,
+	"data-dir": true, "store": true, "log-level": true, "log-format": true, "config": true,
 	"embed-url": true, "embed-model": true, "embed-dim": true, "embed-batch": true, "embed-timeout": true,
 }
 

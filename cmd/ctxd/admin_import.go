@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/ctxd/ctxd/memory"
@@ -22,9 +21,10 @@ func newImportCmd() *cobra.Command {
 			"serve). The index and the cold mirror are brought up to date before it returns.",
 		Args: cobra.ExactArgs(1),
 	}
+	cmd.Use = "import FILE (- for stdin)"
 	cmd.Flags().BoolVar(&o.Replace, "replace", false, "replace sessions that exist already")
 	return adminCmd(cmd, func(ctx context.Context, cmd *cobra.Command, cfg Config, args []string) error {
-		f, err := os.Open(args[0])
+		f, err := openImport(args[0], cmd.InOrStdin())
 		if err != nil {
 			return fmt.Errorf("import: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
+	"github.com/ctxd/ctxd/memory/pgstore"
 )
 
 // The pieces of a data dir, by path. serve.go opens the same paths.
@@ -36,7 +37,7 @@ const (
 type dataDir struct {
 	dir   string
 	log   *slog.Logger
-	store *boltstore.Store
+	store memory.Store
 	index *index.Index
 	cold  *coldstore.Store
 	admin *memory.Admin
@@ -45,6 +46,9 @@ type dataDir struct {
 // openDataDir opens cfg.DataDir; create allows a new data dir (import).
 func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, progress memory.Progress) (*dataDir, error) {
 	d := &dataDir{dir: cfg.DataDir, log: server.NewLogger(cfg, os.Stderr)}
+	if server.SharedStore(cfg.Store) {
+		return openShared(ctx, d, cfg, progress)
+	}
 	if !create {
 		st, err := os.Stat(server.StorePath(cfg.DataDir))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -56,11 +60,12 @@ func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, pro
 				cfg.DataDir, server.StorePath(cfg.DataDir))
 		}
 	}
-	var err error
 	readOnly := use == indexRead
-	if d.store, err = boltstore.Open(server.StorePath(cfg.DataDir), readOnly); err != nil {
+	st, err := boltstore.Open(server.StorePath(cfg.DataDir), readOnly)
+	if err != nil {
 		return nil, err
 	}
+	d.store = st
 	var indexErr error
 	if err := d.openIndex(cfg, use); (readOnly && errors.Is(err, index.ErrCorrupt)) || errors.Is(err, index.ErrMissing) {
 		indexErr = err // verify reports it
@@ -76,13 +81,36 @@ func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, pro
 		d.Close()
 		return nil, err
 	}
+	d.admin = d.newAdmin(cfg, progress, indexErr)
+	return d, nil
+}
+
+func (d *dataDir) newAdmin(cfg Config, progress memory.Progress, indexErr error) *memory.Admin {
 	m := NewMain(cfg)
 	m.Logger = d.log
-	d.admin = &memory.Admin{Store: d.store, Cold: coldstore.Mirror{Store: d.cold}, Logger: d.log, Progress: progress,
+	a := &memory.Admin{Store: d.store, Cold: coldstore.Mirror{Store: d.cold}, Logger: d.log, Progress: progress,
 		Embedder: m.OpenEmbedder, IndexErr: indexErr}
 	if d.index != nil {
-		d.admin.Index, d.admin.Docs = d.index, d.index
+		a.Index, a.Docs = d.index, d.index
 	}
+	return a
+}
+
+// openShared opens a PostgreSQL store (--store) for an admin verb: the
+// database is the whole truth, so no index is opened (each node's catches
+// up from the change feed), and the data dir holds only the cold mirror
+// the verb writes.
+func openShared(ctx context.Context, d *dataDir, cfg Config, progress memory.Progress) (*dataDir, error) {
+	st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	d.store = st
+	if d.cold, err = coldstore.Open(server.ColdPath(cfg.DataDir)); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.admin = d.newAdmin(cfg, progress, nil)
 	return d, nil
 }
 

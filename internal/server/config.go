@@ -28,6 +28,7 @@ type Config struct {
 
 	Addr                 string
 	DataDir              string
+	Store                string
 	LogFormat            string
 	LogLevel             string
 	LogContent           bool
@@ -89,6 +90,7 @@ type Config struct {
 func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.DataDir, "data-dir", "./ctxd-data", "directory for the store, indexes and logs")
+	fs.StringVar(&c.Store, "store", "", "the system of record: empty for the embedded store in --data-dir, or a PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require; the URL may set statement_timeout in ms, default 30000) that several ctxd nodes share, each keeping its search index, event log and cold mirror in its own --data-dir. Prefer CTXD_STORE or the config file to a flag when it holds a password")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&c.LogContent, "log-content", false, "include message content in logs")

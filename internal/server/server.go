@@ -25,7 +25,6 @@ import (
 	"github.com/ctxd/ctxd/index/openai"
 	"github.com/ctxd/ctxd/internal/version"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/boltstore"
 	"github.com/ctxd/ctxd/metrics"
 	"github.com/ctxd/ctxd/summarize"
 	"github.com/ctxd/ctxd/tokenizer"
@@ -38,7 +37,7 @@ type Main struct {
 	Config Config
 	Logger *slog.Logger
 
-	Store   *boltstore.Store
+	Store   memory.Store
 	Index   *index.Index
 	Service *memory.Service
 	// Gateway is the model endpoints' domain side, which HTTP serves.
@@ -90,36 +89,8 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			ln.Close()
 		}
 	}()
-	empty, err := storeFileEmpty(cfg.DataDir)
-	if err != nil {
+	if m.Store, err = m.openStore(ctx); err != nil {
 		return err
-	}
-	if empty { // checked before opening, which would write a new store
-		if err := refuseLostStore(m.Logger, cfg.DataDir, cfg.AllowEmptyStore); err != nil {
-			return err
-		}
-	}
-	if m.Store, err = boltstore.Open(StorePath(cfg.DataDir), false); err != nil {
-		return err
-	}
-	if !empty {
-		// A new store a start before this one wrote in place of the lost one.
-		if empty, err = storeIsNew(ctx, m.Store); err != nil {
-			return err
-		}
-		if empty {
-			if err := refuseLostStore(m.Logger, cfg.DataDir, cfg.AllowEmptyStore); err != nil {
-				return err
-			}
-		}
-	}
-	if err := m.Store.ReserveDisk(cfg.DiskReserve, cfg.DiskReservePct); err != nil {
-		return err
-	}
-	if err := m.Store.KeepSpare(cfg.DiskSpare); err != nil {
-		// Not fatal: on a full disk the server must start so that sessions
-		// can be deleted; the spare is filled once there is room.
-		m.Logger.Warn("the store's spare file for deletes on a full disk is not whole", "err", err)
 	}
 	emb, err := m.OpenEmbedder(ctx)
 	if err != nil {
@@ -167,6 +138,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		Defaults:    memory.Defaults{ContextWindow: cfg.ContextWindow, Encoding: cfg.Encoding},
 		Reembed:     cfg.Reembed,
 		Concurrency: memory.Concurrency{Compactions: cfg.MaxCompactions, Embeds: cfg.MaxEmbeds},
+		SharedStore: SharedStore(cfg.Store),
 	}
 	t0 = time.Now()
 	if err := m.Service.Open(ctx); err != nil {
@@ -197,7 +169,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			m.Logger.Warn("pprof server stopped", "err", http.ListenAndServe(cfg.PprofAddr, nil))
 		}()
 	}
-	m.Logger.Info("ctxd listening", "addr", m.Addr.String(), "data_dir", cfg.DataDir, "version", version.Get().String(),
+	m.Logger.Info("ctxd listening", "addr", m.Addr.String(), "data_dir", cfg.DataDir, "store", storeName(cfg), "version", version.Get().String(),
 		"embedder", emb.Model(), "started_in", time.Since(start).Round(time.Millisecond))
 	return nil
 }

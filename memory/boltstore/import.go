@@ -39,7 +39,7 @@ func (s *Store) Import(ctx context.Context, sess *memory.Session, msgs []*memory
 			if err := putMessage(tx, m, nil); err != nil {
 				return fmt.Errorf("import session %s: %w", sess.ID, err)
 			}
-			account(&out, m, +1)
+			out.Account(m, +1)
 		}
 		return putSession(tx, &out)
 	})

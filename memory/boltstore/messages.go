@@ -29,11 +29,11 @@ func (s *Store) Append(ctx context.Context, tenant, id string, create func() *me
 			return err
 		}
 		for _, m := range msgs {
-			place(sess, m)
+			sess.Place(m)
 			if err := putMessage(tx, m, nil); err != nil {
 				return err
 			}
-			account(sess, m, +1)
+			sess.Account(m, +1)
 		}
 		if n := len(msgs); n > 0 && msgs[n-1].CreatedAt.After(sess.UpdatedAt) {
 			sess.UpdatedAt = msgs[n-1].CreatedAt

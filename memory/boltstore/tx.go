@@ -87,29 +87,14 @@ func (t *sessionTx) Put(m *memory.Message) error {
 	if err != nil {
 		return err
 	}
-	m.Tenant, m.SessionID, m.Seq = old.Tenant, old.SessionID, old.Seq
-	if m.Vector == nil {
-		m.Vector = old.Vector
-	}
-	account(t.sess, old, -1)
-	account(t.sess, m, +1)
+	t.sess.Replace(old, m)
 	return putMessage(t.tx, m, old)
 }
 
 func (t *sessionTx) Append(m *memory.Message) error {
-	place(t.sess, m)
-	account(t.sess, m, +1)
+	t.sess.Place(m)
+	t.sess.Account(m, +1)
 	return putMessage(t.tx, m, nil)
-}
-
-// place gives a new message its seq and assistant turn.
-func place(sess *memory.Session, m *memory.Message) {
-	sess.LastSeq++
-	m.Tenant, m.SessionID, m.Seq = sess.Tenant, sess.ID, sess.LastSeq
-	m.Turn = sess.AssistantTurns
-	if m.Role == memory.RoleAssistant {
-		sess.AssistantTurns++
-	}
 }
 
 func (t *sessionTx) Delete(id string) error {
@@ -117,7 +102,7 @@ func (t *sessionTx) Delete(id string) error {
 	if err != nil {
 		return err
 	}
-	account(t.sess, m, -1)
+	t.sess.Account(m, -1)
 	msgs, key := t.tx.Bucket(bucketMessages), messageKey(m.Tenant, m.SessionID, m.Seq)
 	if err := promptRelease(t.tx, m.Tenant, m.SessionID, msgs.Get(key)); err != nil {
 		return fmt.Errorf("delete message %s: %w", id, err)
@@ -138,30 +123,4 @@ func (t *sessionTx) Delete(id string) error {
 		return err
 	}
 	return logChange(t.tx, memory.Change{Op: memory.ChangeDelete, Tenant: m.Tenant, SessionID: m.SessionID, MessageID: id})
-}
-
-// account adds (sign +1) or removes (-1) a message's share of the session's
-// counters.
-func account(sess *memory.Session, m *memory.Message, sign int) {
-	sess.Counts.Add(m.State, sign)
-	if m.InWindow() {
-		sess.Tokens += sign * m.Tokens
-	}
-	if m.IsSummary() {
-		sess.Summaries += sign
-	}
-	if sess.PinnedTokens != nil {
-		*sess.PinnedTokens += sign * memory.PinnedCost(m)
-	}
-	if m.Prune == nil {
-		return
-	}
-	if sign < 0 {
-		delete(sess.Prunable, m.ID)
-	} else if m.InWindow() {
-		if sess.Prunable == nil {
-			sess.Prunable = map[string]memory.PruneEntry{}
-		}
-		sess.Prunable[m.ID] = memory.PruneEntry{Turn: m.Turn, Full: m.Tokens, Trimmed: m.Prune.Trimmed, Cleared: m.Prune.Cleared, Cut: m.Prune.Cut}
-	}
 }
