@@ -38,11 +38,15 @@ const agentPrompt = "Read every moduleNNN.txt file in this directory, one at a t
 // agentRun is one client's run: the fake model, the proxy that refuses
 // outside traffic, ctxd, and a home and working directory of its own.
 type agentRun struct {
-	t        *testing.T
-	window   int
-	model    *fakemodel.Model
-	proxy    *fakemodel.Refuser
-	ts       *testServer
+	t      *testing.T
+	window int
+	model  *fakemodel.Model
+	proxy  *fakemodel.Refuser
+	ts     *testServer
+	// base is where the clients send their calls: ctxd, or the fake model
+	// itself with CTXD_AGENT_DIRECT=1 (to tell a client's or the fake
+	// model's fault from ctxd's).
+	base     string
 	npm      string // where the packages are installed
 	home     string
 	work     string
@@ -76,6 +80,10 @@ func newAgentRun(t *testing.T, window int) *agentRun {
 		c.UpstreamOpenAIURL = up.URL + "/v1"
 		c.UpstreamAnthropicURL = up.URL
 	})
+	a.base = a.ts.URL
+	if os.Getenv("CTXD_AGENT_DIRECT") == "1" {
+		a.base = up.URL
+	}
 	return a
 }
 
@@ -140,12 +148,23 @@ func tail(s string, n int) string {
 	return s
 }
 
-// compactions counts the compactions ctxd ran, over every session the
-// gateway made, from the event log.
+// compactions counts the compactions ctxd ran over every session the
+// gateway made (their status), and logs each session.
 func (a *agentRun) compactions() int {
-	body := a.ts.mustDo(200, "GET", "/v1/events/compaction?n=1000", nil)
-	evs, _ := body["events"].([]any)
-	return len(evs)
+	n := 0
+	for _, raw := range a.ts.mustDo(200, "GET", "/v1/sessions", nil)["sessions"].([]any) {
+		s := raw.(map[string]any)
+		c, _ := s["compactions"].(float64)
+		n += int(c)
+		if os.Getenv("CTXD_AGENT_DEBUG") == "1" {
+			for _, m := range sessionMessages(a.ts, s["id"].(string)) {
+				a.t.Logf("  %v %v tokens %v state %v: %.80q", m["role"], m["kind"], m["tokens"], m["state"], fmt.Sprint(m["content"]))
+			}
+		}
+		a.t.Logf("session %v: window %v, tokens %v, messages %v, summaries %v, compactions %v",
+			s["id"], s["context_window"], s["tokens"], s["messages"], s["summaries"], s["compactions"])
+	}
+	return n
 }
 
 // check asserts what every client's run must show and logs its figures.
@@ -156,6 +175,7 @@ func (a *agentRun) check(client string) {
 	comp := a.compactions()
 	t.Logf("%s: calls %d (main %d, side %d, flush turns %d), steps %d/%d, completed %v, windows over the limit %d, largest prompt %d of %d, compactions %d, count_tokens %d, models %d, tools %v",
 		client, s.Calls, s.MainCalls, s.SideCalls, s.FlushTurns, s.Steps, agentSteps, s.Completed, s.OverWindow, s.MaxPrompt, a.window, comp, s.Counts, s.Models, s.Tools)
+	t.Logf("%s: prompts %v", client, s.Prompts)
 	if att := a.proxy.Attempts(); len(att) > 0 {
 		t.Logf("%s: %d outside calls refused by the proxy: %v", client, len(att), att)
 	}
@@ -180,7 +200,7 @@ func (a *agentRun) windowHeader() string {
 
 func TestAgentClaudeCode(t *testing.T) {
 	a := newAgentRun(t, 64000)
-	out := a.run(a.env("ANTHROPIC_BASE_URL="+a.ts.URL, "ANTHROPIC_API_KEY=sk-ant-fake",
+	out := a.run(a.env("ANTHROPIC_BASE_URL="+a.base, "ANTHROPIC_API_KEY=sk-ant-fake",
 		"ANTHROPIC_CUSTOM_HEADERS="+a.windowHeader()),
 		"claude", "-p", agentPrompt, "--allowedTools", "Bash,Read")
 	if !strings.Contains(out, "TASK COMPLETE") {
@@ -206,7 +226,7 @@ enabled = false
 
 [otel]
 exporter = "none"
-`, a.ts.URL, a.window))
+`, a.base, a.window))
 	out := a.run(a.env("CTXD_FAKE_OPENAI_KEY=sk-fake"), "codex", "exec", "--skip-git-repo-check", agentPrompt)
 	if !strings.Contains(out, "TASK COMPLETE") {
 		t.Errorf("codex printed %s", tail(out, 2000))
@@ -229,7 +249,7 @@ func TestAgentOpencode(t *testing.T) {
       "models": {"fake-model": {"name": "Fake model", "limit": {"context": %d, "output": 8192}}}
     }
   }
-}`, a.ts.URL, a.window, a.window))
+}`, a.base, a.window, a.window))
 	out := a.run(a.env(), "opencode", "run", agentPrompt)
 	if !strings.Contains(out, "TASK COMPLETE") {
 		t.Errorf("opencode printed %s", tail(out, 2000))
@@ -242,7 +262,7 @@ func TestAgentPi(t *testing.T) {
 	a.file(".pi/agent/models.json", fmt.Sprintf(`{"providers": {"ctxd": {
   "baseUrl": "%s/v1", "api": "openai-completions", "apiKey": "sk-fake",
   "headers": {"X-Ctxd-Context-Window": "%d"},
-  "models": [{"id": "fake-model", "contextWindow": %d}]}}}`, a.ts.URL, a.window, a.window))
+  "models": [{"id": "fake-model", "contextWindow": %d}]}}}`, a.base, a.window, a.window))
 	out := a.run(a.env(), "pi", "--provider", "ctxd", "--model", "fake-model", "-p", agentPrompt)
 	if !strings.Contains(out, "TASK COMPLETE") {
 		t.Errorf("pi printed %s", tail(out, 2000))

@@ -56,6 +56,7 @@ type Stats struct {
 	Completed  bool     // the model gave its final answer after the last step
 	OverWindow int      // requests whose prompt + max_tokens passed the window
 	MaxPrompt  int      // the largest prompt, in the model's count
+	Prompts    []int    // every call's prompt, in the model's count
 	Violations []string // every rule a request broke, with the call number
 	Tools      []string // the tool names of the first main-loop request
 	Models     int      // GET /v1/models calls
@@ -74,6 +75,7 @@ func (m *Model) Stats() Stats {
 	s := m.stats
 	s.Violations = append([]string(nil), s.Violations...)
 	s.Tools = append([]string(nil), s.Tools...)
+	s.Prompts = append([]int(nil), s.Prompts...)
 	return s
 }
 
@@ -181,6 +183,7 @@ func (m *Model) decide(c *call) (outcome, string) {
 	m.stats.Calls++
 	n := m.stats.Calls
 	o := outcome{prompt: promptTokens(c.segments)}
+	m.stats.Prompts = append(m.stats.Prompts, o.prompt)
 	if o.prompt > m.stats.MaxPrompt {
 		m.stats.MaxPrompt = o.prompt
 	}

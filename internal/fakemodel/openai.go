@@ -49,6 +49,7 @@ func functionTools(raw json.RawMessage) []tool {
 	var list []struct {
 		Type     string          `json:"type"`
 		Name     string          `json:"name"`
+		Tools    json.RawMessage `json:"tools"`
 		Params   json.RawMessage `json:"parameters"`
 		Function *struct {
 			Name   string          `json:"name"`
@@ -58,7 +59,11 @@ func functionTools(raw json.RawMessage) []tool {
 	_ = json.Unmarshal(raw, &list)
 	var out []tool
 	for _, t := range list {
-		tl := tool{name: t.Name}
+		if t.Type == "namespace" {
+			out = append(out, functionTools(t.Tools)...)
+			continue
+		}
+		tl := tool{name: t.Name, custom: t.Type == "custom"}
 		params := t.Params
 		if t.Function != nil {
 			tl.name, params = t.Function.Name, t.Function.Params

@@ -22,6 +22,7 @@ type respItem struct {
 	Output    json.RawMessage `json:"output"`
 	Encrypted string          `json:"encrypted_content"`
 	Action    json.RawMessage `json:"action"`
+	Tools     json.RawMessage `json:"tools"`
 }
 
 // The call items and the output items that answer them.
@@ -68,6 +69,10 @@ func (m *Model) readResponses(body map[string]json.RawMessage) (*call, string) {
 		switch {
 		case it.Type == "message":
 			text += chatText(it.Content)
+		case it.Type == "additional_tools":
+			// Codex sends its tools as an input item.
+			c.tools = append(c.tools, functionTools(it.Tools)...)
+			text += string(it.Tools)
 		case it.Type == "reasoning":
 			if !decrypts(it.Encrypted) {
 				return nil, fmt.Sprintf("The encrypted content for item %s could not be verified.", it.ID)
@@ -134,8 +139,13 @@ func (m *Model) responses(w http.ResponseWriter, body map[string]json.RawMessage
 			m.reasonedSteps[o.step] = true
 			m.mu.Unlock()
 		}
-		output = append(output, map[string]any{"type": "function_call", "id": itemID, "call_id": callID,
-			"name": o.tool.name, "arguments": o.args, "status": "completed"})
+		if o.tool.custom {
+			output = append(output, map[string]any{"type": "custom_tool_call", "id": itemID, "call_id": callID,
+				"name": o.tool.name, "input": o.args, "status": "completed"})
+		} else {
+			output = append(output, map[string]any{"type": "function_call", "id": itemID, "call_id": callID,
+				"name": o.tool.name, "arguments": o.args, "status": "completed"})
+		}
 	default:
 		output = append(output, map[string]any{"type": "message", "id": fmt.Sprintf("msg_fake%d", n), "role": "assistant",
 			"status": "completed", "content": []any{map[string]any{"type": "output_text", "text": o.text, "annotations": []any{}}}})

@@ -1,6 +1,8 @@
 package fakemodel
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,9 +11,12 @@ import (
 	"strings"
 )
 
-// Task is a scripted coding task: read Steps files of 1k to 8k tokens
-// each, one tool call per step, alternating the client's shell tool and its
-// file-reading tool where it has one, then answer.
+// Task is a scripted coding task, one tool call per step, then an answer.
+// Odd steps read a file of 1k to 8k tokens (with the client's file-reading
+// tool where it has one, else its shell); even steps hash a text of about
+// 3k tokens written into the shell command itself, so that the assistant's
+// own turns (which ctxd never prunes, unlike old tool output) fill the
+// window too and ctxd has to compact.
 type Task struct {
 	Dir   string
 	Steps int
@@ -20,7 +25,7 @@ type Task struct {
 // NewTask writes the task's files into dir.
 func NewTask(dir string, steps int) (*Task, error) {
 	t := &Task{Dir: dir, Steps: steps}
-	for k := 1; k <= steps; k++ {
+	for k := 1; k <= steps; k += 2 {
 		if err := os.WriteFile(t.path(k), []byte(t.content(k)), 0o644); err != nil {
 			return nil, err
 		}
@@ -30,9 +35,27 @@ func NewTask(dir string, steps int) (*Task, error) {
 
 func (t *Task) path(k int) string { return filepath.Join(t.Dir, fmt.Sprintf("module%03d.txt", k)) }
 
-// Marker is the first line of step k's file: the result of step k must
-// carry it back to the model.
-func (t *Task) Marker(k int) string { return fmt.Sprintf("MARKER-%03d-%08x", k, uint32(k)*2654435761) }
+// Marker is what the result of step k must carry back to the model: the
+// first line of its file, or the hash of its text.
+func (t *Task) Marker(k int) string {
+	if k%2 == 0 {
+		sum := sha256.Sum256([]byte(t.text(k)))
+		return hex.EncodeToString(sum[:])
+	}
+	return fmt.Sprintf("MARKER-%03d-%08x", k, uint32(k)*2654435761)
+}
+
+// text is the text step k hashes: about 3k tokens of words.
+func (t *Task) text(k int) string {
+	var b strings.Builder
+	for i := 0; i < 2400; i++ {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(words[(k*7+i*i)%len(words)])
+	}
+	return b.String()
+}
 
 // Final is the model's answer after the last step.
 func (t *Task) Final() string {
@@ -59,7 +82,10 @@ func (t *Task) content(k int) string {
 
 // tool is one tool a client offers: its name and its input's schema.
 type tool struct {
-	name   string
+	name string
+	// custom is a freeform tool (Responses' "custom"): its input is text,
+	// not JSON arguments.
+	custom bool
 	schema struct {
 		Type       string                     `json:"type"`
 		Properties map[string]json.RawMessage `json:"properties"`
@@ -69,7 +95,7 @@ type tool struct {
 
 // The names the clients give their shell and file-reading tools.
 var (
-	shellNames = []string{"Bash", "bash", "shell", "exec_command", "shell_command", "local_shell"}
+	shellNames = []string{"Bash", "bash", "shell", "exec_command", "shell_command", "local_shell", "exec"}
 	readNames  = []string{"Read", "read", "read_file"}
 )
 
@@ -92,12 +118,18 @@ func pick(tools []tool, names []string) *tool {
 // Action is step k's tool call: the tool and its arguments, filled in by
 // the tool's own schema.
 func (t *Task) Action(k int, tools []tool) (tool, string) {
-	path := t.path(k)
-	if r := pick(tools, readNames); r != nil && k%2 == 1 {
-		return *r, r.args(map[string]any{"path": path})
+	command := "cat " + t.path(k)
+	if k%2 == 0 {
+		command = "printf %s '" + t.text(k) + "' | sha256sum"
+	} else if r := pick(tools, readNames); r != nil {
+		return *r, r.args(map[string]any{"path": t.path(k)})
 	}
 	sh := pick(tools, shellNames)
-	return *sh, sh.args(map[string]any{"command": "cat " + path})
+	if sh.custom {
+		// Codex's code mode: JavaScript that calls its nested shell tool.
+		return *sh, fmt.Sprintf("const r = await tools.exec_command({cmd: %q});\ntext(r);", command)
+	}
+	return *sh, sh.args(map[string]any{"command": command})
 }
 
 // args fills the tool's properties: a path or command under whatever name
