@@ -130,7 +130,10 @@ func (a *agentRun) run(env []string, name string, args ...string) string {
 	a.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(a.npm, "node_modules", ".bin", name), args...)
+	if name != "node" {
+		name = filepath.Join(a.npm, "node_modules", ".bin", name)
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = a.work
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader("")
