@@ -176,8 +176,8 @@ func (a *agentRun) check(client string) {
 	t.Helper()
 	s := a.model.Stats()
 	comp := a.compactions()
-	t.Logf("%s: calls %d (main %d, side %d, flush turns %d), steps %d/%d, completed %v, windows over the limit %d, largest prompt %d of %d, compactions %d, count_tokens %d, models %d, tools %v",
-		client, s.Calls, s.MainCalls, s.SideCalls, s.FlushTurns, s.Steps, agentSteps, s.Completed, s.OverWindow, s.MaxPrompt, a.window, comp, s.Counts, s.Models, s.Tools)
+	t.Logf("%s: calls %d (main %d, side %d, flush turns %d: %.1f per 100 client calls), steps %d/%d, completed %v, windows over the limit %d, largest prompt %d of %d, compactions %d, count_tokens %d, models %d, tools %v",
+		client, s.Calls, s.MainCalls, s.SideCalls, s.FlushTurns, 100*float64(s.FlushTurns)/float64(max(1, s.Calls-s.FlushTurns)), s.Steps, agentSteps, s.Completed, s.OverWindow, s.MaxPrompt, a.window, comp, s.Counts, s.Models, s.Tools)
 	t.Logf("%s: prompts %v", client, s.Prompts)
 	if att := a.proxy.Attempts(); len(att) > 0 {
 		t.Logf("%s: %d outside calls refused by the proxy: %v", client, len(att), att)
@@ -190,6 +190,11 @@ func (a *agentRun) check(client string) {
 	}
 	if !s.Completed {
 		t.Errorf("the task did not complete: the model reached step %d of %d", s.Steps, agentSteps)
+	}
+	// A flush turn is an extra model call the client never sees: at most
+	// one per compaction cycle.
+	if s.FlushTurns > comp+1 {
+		t.Errorf("%d flush turns for %d compactions: more than one per compaction cycle", s.FlushTurns, comp)
 	}
 	if comp < 2 {
 		t.Errorf("ctxd compacted %d times, want several", comp)
