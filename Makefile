@@ -12,11 +12,11 @@ run: build
 	$(BIN) serve --data-dir $(DATA)
 
 build:
-	$(GO) build -o $(BIN) ./cmd/ctxd
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/ctxd
 
 # The evaluation, load bench and figures renderer; they run $(BIN) serve as a child.
 build-bench: build
-	$(GO) build -o $(BENCH_BIN) ./cmd/ctxd-bench
+	$(GO) build -buildvcs=auto -o $(BENCH_BIN) ./cmd/ctxd-bench
 
 # Race detector on, every package, real Bleve/chromem-go/bbolt/tokenizer.
 test:

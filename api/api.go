@@ -150,6 +150,10 @@ type ContextIn struct {
 	// budget that came out 0 got a full window instead of an error.
 	MaxTokens *int `json:"max_tokens,omitempty"`
 	Explain   bool `json:"explain,omitempty"`
+	// DryRun builds the window the call would build and changes nothing:
+	// no cold message is recovered, no compaction runs (WouldCompact says
+	// when one would have).
+	DryRun bool `json:"dry_run,omitempty"`
 	// Format "openai" answers plain chat messages (ContextChat); "" or
 	// "ctxd" the full form (Context).
 	Format string `json:"format,omitempty"`
@@ -179,6 +183,9 @@ type Window[M any] struct {
 	Recovered  []string             `json:"recovered"`
 	AnswerOnly []string             `json:"answer_only,omitempty"`
 	Budget     memory.ContextBudget `json:"budget"`
+	// WouldCompact (dry runs only): the session is past its hard limit, so
+	// a real call would compact it first.
+	WouldCompact bool `json:"would_compact,omitempty"`
 }
 
 // Context is the window in the ctxd format.
@@ -230,6 +237,8 @@ type EventList struct {
 // Health answers GET /healthz.
 type Health struct {
 	Status string `json:"status"`
+	// Version is the running build: module version and commit.
+	Version string `json:"version,omitempty"`
 }
 
 // Ready answers GET /readyz: the store and indexes are open.

@@ -229,14 +229,14 @@ func (s *Server) context(c echo.Context) error {
 		}
 		maxTokens = *in.MaxTokens
 	}
-	res, err := s.svc.Context(c.Request().Context(), id, memory.ContextRequest{Prompt: in.Prompt, MaxTokens: maxTokens, Explain: in.Explain || explain})
+	res, err := s.svc.Context(c.Request().Context(), id, memory.ContextRequest{Prompt: in.Prompt, MaxTokens: maxTokens, Explain: in.Explain || explain, Preview: in.DryRun})
 	if err != nil {
 		return err
 	}
 	if format == api.FormatOpenAI {
 		return c.JSON(http.StatusOK, toContextChatOut(res))
 	}
-	out := api.Context{Messages: make([]api.WindowMessage, len(res.Messages)), Tokens: res.Tokens, Recovered: res.Recovered, AnswerOnly: res.AnswerOnly, Budget: res.Budget}
+	out := api.Context{Messages: make([]api.WindowMessage, len(res.Messages)), Tokens: res.Tokens, Recovered: res.Recovered, AnswerOnly: res.AnswerOnly, Budget: res.Budget, WouldCompact: res.WouldCompact}
 	for i, m := range res.Messages {
 		out.Messages[i] = api.WindowMessage{Message: toMessageOut(m.Message), Source: m.Source, Score: m.Score,
 			Components: m.Components, PruneLevel: m.PruneLevel}

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +60,12 @@ type Options struct {
 	// Gateway configures the model endpoints (POST /v1/chat/completions,
 	// POST /v1/messages).
 	Gateway GatewayOptions
+	// Version is the running build (internal/version), shown by /healthz
+	// and the dashboard's footer.
+	Version string
+	// Now is the server's clock, for the dashboard's "3 min ago"; time.Now
+	// when nil.
+	Now func() time.Time
 }
 
 // Server is the HTTP front of a memory.Service.
@@ -117,7 +125,11 @@ func New(svc *memory.Service, opts Options) *Server {
 				level = slog.LevelError
 			}
 			ctx := c.Request().Context()
-			attrs := []slog.Attr{slog.String("method", v.Method), slog.String("uri", v.URI), slog.Int("status", v.Status),
+			uri := v.URI
+			if !opts.LogContent {
+				uri = redactQuery(uri)
+			}
+			attrs := []slog.Attr{slog.String("method", v.Method), slog.String("uri", uri), slog.Int("status", v.Status),
 				slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID),
 				slog.String("tenant", memory.TenantFromContext(ctx))}
 			if b, ok := c.Get(bodyKey).(*headBuffer); ok {
@@ -135,6 +147,7 @@ func New(svc *memory.Service, opts Options) *Server {
 	e.Use(checkQuery)
 
 	e.GET("/healthz", s.healthz)
+	e.GET("/favicon.ico", echo.WrapHandler(http.HandlerFunc(ui.Favicon)))
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", s.openapi, s.admit)
 
@@ -180,7 +193,7 @@ func New(svc *memory.Service, opts Options) *Server {
 	// the API's keys and rate limit; its forms are small, but their
 	// bodies are limited like any.
 	dash := echo.WrapHandler(ui.New(svc, ui.Options{Admit: s.uiAdmit, KeysRequired: len(opts.Keys) > 0,
-		SearchNeighbors: opts.SearchNeighbors, Logger: opts.Logger}))
+		SearchNeighbors: opts.SearchNeighbors, Logger: opts.Logger, Version: opts.Version, Now: opts.Now}))
 	e.Any("/ui", dash)
 	e.Any("/ui/*", dash, s.limitBody)
 	return s
@@ -233,7 +246,7 @@ func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func (s *Server) healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, api.Health{Status: "ok"})
+	return c.JSON(http.StatusOK, api.Health{Status: "ok", Version: s.opts.Version})
 }
 
 func (s *Server) readyz(c echo.Context) error {
@@ -245,4 +258,22 @@ func (s *Server) readyz(c echo.Context) error {
 
 func (s *Server) openapi(c echo.Context) error {
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapiJSON)
+}
+
+// redactQuery takes a search's words out of a logged URI (the dashboard's
+// GET /ui/search?q=...): they are message content, which the log holds
+// only with --log-content.
+func redactQuery(uri string) string {
+	path, query, ok := strings.Cut(uri, "?")
+	if !ok || !strings.Contains(query, "q=") {
+		return uri
+	}
+	vals, err := url.ParseQuery(query)
+	if err != nil {
+		return path + "?(unreadable query)"
+	}
+	if vals.Has("q") {
+		vals.Set("q", "REDACTED")
+	}
+	return path + "?" + vals.Encode()
 }

@@ -94,6 +94,15 @@ func (b *ClientBackend) Session(ctx context.Context, id string) (*memory.Status,
 	return st, unreachable(err)
 }
 
+// Sessions implements Backend.
+func (b *ClientBackend) Sessions(ctx context.Context, cursor string, limit int) ([]*memory.Status, string, error) {
+	l, err := b.Client.ListSessions(ctx, client.Page{Cursor: cursor, Limit: limit})
+	if err != nil {
+		return nil, "", unreachable(err)
+	}
+	return l.Sessions, l.NextCursor, nil
+}
+
 // unreachable gives a request that got no answer its code: without it,
 // "the server is down" would read as the internal error of a bug.
 func unreachable(err error) error {

@@ -48,3 +48,36 @@ func (t *tools) readSession(ctx context.Context, req *mcp.ReadResourceRequest) (
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(body)}}}, nil
 }
+
+// resourcesPage is how many sessions one resources/list page holds.
+const resourcesPage = 100
+
+// listSessions answers resources/list with the caller's sessions, a page at
+// a time (the protocol's cursor is the API's): a client that lists
+// resources finds them, where the template alone named none.
+func (t *tools) listSessions(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		lr, ok := req.(*mcp.ListResourcesRequest)
+		if method != "resources/list" || !ok {
+			return next(ctx, method, req)
+		}
+		cursor := ""
+		if lr.Params != nil {
+			cursor = lr.Params.Cursor
+		}
+		sessions, nextCursor, err := t.b.Sessions(ctx, cursor, resourcesPage)
+		if memory.ErrorCode(err) == memory.EINVALID {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "cursor: " + memory.ErrorMessage(err)}
+		}
+		if err != nil {
+			return nil, toolError(ctx, t.log, "resources/list", err)
+		}
+		out := &mcp.ListResourcesResult{NextCursor: nextCursor, Resources: make([]*mcp.Resource, len(sessions))}
+		for i, st := range sessions {
+			out.Resources[i] = &mcp.Resource{URI: SessionURI(st.ID), Name: st.ID, Title: "session " + st.ID,
+				MIMEType:    "application/json",
+				Description: fmt.Sprintf("%d of %d tokens, %s", st.Tokens, st.ContextWindow, st.State)}
+		}
+		return out, nil
+	}
+}

@@ -27,14 +27,26 @@ var schemas = struct {
 		p.oneOf("role", string(memory.RoleSystem), string(memory.RoleAssistant), string(memory.RoleUser))
 	}),
 	// max_tokens has no minimum here: the tool's own refusal of 0 says
-	// what to do instead, the schema validator's would not.
-	context: inputSchema[contextIn](func(p props) { p.sessionID("session") }),
+	// what to do instead, the schema validator's would not. It is typed
+	// "integer", not the inferred ["null", "integer"] of a pointer: generic
+	// clients (the MCP inspector) sent a string for a type they could not
+	// render.
+	context: inputSchema[contextIn](func(p props) {
+		p.sessionID("session")
+		p.get("max_tokens").Types, p.get("max_tokens").Type = nil, "integer"
+	}),
 	recover: inputSchema[recoverIn](func(p props) {
 		p.nonEmpty("id")
 		p.sessionID("session")
 	}),
 	get:    inputSchema[getIn](func(p props) { p.nonEmpty("id") }),
 	status: inputSchema[statusIn](func(p props) { p.sessionID("session") }),
+}
+
+// toolSchemas are the input schemas by tool name.
+var toolSchemas = map[string]*jsonschema.Schema{
+	ToolSearch: schemas.search, ToolSave: schemas.save, ToolContext: schemas.context,
+	ToolRecover: schemas.recover, ToolGet: schemas.get, ToolStatus: schemas.status,
 }
 
 type props map[string]*jsonschema.Schema

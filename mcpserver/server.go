@@ -13,9 +13,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 
+	"github.com/ctxd/ctxd/internal/version"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -37,6 +37,9 @@ type Backend interface {
 	Message(ctx context.Context, id string) (*memory.Message, error)
 	// Session reads a session's status.
 	Session(ctx context.Context, id string) (*memory.Status, error)
+	// Sessions lists the caller's sessions a page at a time, in id order,
+	// from cursor ("": the first); next is "" after the last page.
+	Sessions(ctx context.Context, cursor string, limit int) (sessions []*memory.Status, next string, err error)
 }
 
 // Options configures New.
@@ -62,10 +65,10 @@ func New(b Backend, o Options) *mcp.Server {
 		o.Logger = slog.Default()
 	}
 	if o.Version == "" {
-		o.Version = buildVersion()
+		o.Version = version.Get().Version
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "ctxd", Title: "ctxd memory", Version: o.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: o.Logger,
+		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogs(o.Logger),
 			// Tools and resources are all there is: no logging capability.
 			Capabilities: &mcp.ServerCapabilities{}})
 	t := &tools{b: b, log: o.Logger}
@@ -74,17 +77,8 @@ func New(b Backend, o Options) *mcp.Server {
 		Name: "session", Title: "ctxd session", URITemplate: sessionURITemplate, MIMEType: "application/json",
 		Description: "A session's status: its token count against its context window, its state (ok, flush_due, compaction_due, over_limit), the flush prompt when one is due, and how many messages are in each state.",
 	}, t.readSession)
-	s.AddReceivingMiddleware(codedArgumentErrors)
+	s.AddReceivingMiddleware(codedArgumentErrors, integerStrings, t.listSessions)
 	return s
-}
-
-// buildVersion is the module version the binary was built from
-// ("(devel)" for a build from a work tree).
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // codedArgumentErrors gives a code to the tool errors the SDK makes itself:

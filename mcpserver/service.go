@@ -59,6 +59,11 @@ func (b *ServiceBackend) Session(ctx context.Context, id string) (*memory.Status
 	return b.Service.GetSession(b.ctx(ctx), id)
 }
 
+// Sessions implements Backend.
+func (b *ServiceBackend) Sessions(ctx context.Context, cursor string, limit int) ([]*memory.Status, string, error) {
+	return b.Service.ListSessions(b.ctx(ctx), cursor, limit)
+}
+
 // HTTPOptions configures NewHTTPHandler.
 type HTTPOptions struct {
 	Version         string
@@ -90,6 +95,6 @@ type HTTPOptions struct {
 func NewHTTPHandler(svc *memory.Service, o HTTPOptions) http.Handler {
 	s := New(&ServiceBackend{Service: svc, SearchNeighbors: o.SearchNeighbors}, Options{Version: o.Version, Logger: o.Logger})
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: o.Logger,
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: sdkLogs(o.Logger),
 			MaxRequestBodyBytes: o.BodyLimit, DisableLocalhostProtection: o.Authenticated})
 }

@@ -136,7 +136,7 @@ func (h *Handler) addNote(w http.ResponseWriter, r *http.Request) {
 	}
 	role := memory.Role(r.PostFormValue("role"))
 	if role == "" {
-		role = memory.RoleUser
+		role = memory.RoleSystem // as memory_save's pinned notes
 	}
 	msg := &memory.Message{Role: role, Content: r.PostFormValue("content"), Pinned: true}
 	if _, err := h.svc.Append(r.Context(), id, []*memory.Message{msg}); err != nil {

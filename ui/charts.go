@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -66,10 +67,15 @@ const (
 	tokensLineColor    = "#2b6cb0"
 	tokensAreaColor    = "#bee3f8"
 	histogramCutoffCol = "#c53030"
+	axisNameH          = 16.0 // the timeline's line under its axis, naming it
 )
 
-// timelineSVG draws the window's tokens over time, each compaction a
-// vertical drop from before to after, with the trigger and hard limit.
+// timelineSVG draws the window's tokens write by write, each compaction a
+// drop from before to after, with the trigger and hard limit. The x axis
+// is the order of writes, not the clock: a burst of 300 turns in a minute
+// after an idle day would otherwise be squeezed into a sliver, an idle gap
+// drawn as a slope, and its compactions merged into one blob. The times of
+// the first, middle and last write label the axis.
 func timelineSVG(hist *memory.SessionHistory, st *memory.Status) template.HTML {
 	pts := hist.Points
 	if len(pts) == 0 {
@@ -82,27 +88,32 @@ func timelineSVG(hist *memory.SessionHistory, st *memory.Status) template.HTML {
 		top = max(top, float64(p.Tokens))
 	}
 	top *= 1.08
-	t0, t1 := pts[0].At, pts[len(pts)-1].At
-	if !t1.After(t0) {
-		t0, t1 = t0.Add(-time.Minute), t1.Add(time.Minute)
-	}
-	span := float64(t1.Sub(t0))
 	plotW, plotH := chartW-padL-padR, chartH-padT-padB
-	x := func(t time.Time) float64 { return padL + float64(t.Sub(t0))/span*plotW }
+	x := func(i int) float64 {
+		if len(pts) == 1 {
+			return padL + plotW/2
+		}
+		return padL + float64(i)/float64(len(pts)-1)*plotW
+	}
+	// at is the index of the first point at or after t (points are in
+	// time order; a compaction's before and after are points of their own).
+	at := func(t time.Time) int {
+		return min(sort.Search(len(pts), func(i int) bool { return !pts[i].At.Before(t) }), len(pts)-1)
+	}
 	y := func(v float64) float64 { return padT + plotH - v/top*plotH }
 
 	var s svg
-	s.f(`<svg class="chart" viewBox="0 0 %g %g" role="img" aria-label="window tokens over time">`, chartW, chartH)
+	s.f(`<svg class="chart" viewBox="0 0 %g %g" role="img" aria-label="window tokens over time">`, chartW, chartH+axisNameH)
 	for i := 0; i <= 4; i++ {
 		v := top / 4 * float64(i)
 		s.f(`<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#edf2f7"/>`, padL, y(v), padL+plotW, y(v))
 		s.f(`<text x="%g" y="%.1f" class="ax" text-anchor="end">%s</text>`, padL-6, y(v)+4, template.HTMLEscapeString(shortTokens(v)))
 	}
 	var line strings.Builder
-	for _, p := range thin(pts, maxPlotted) {
-		fmt.Fprintf(&line, "%.1f,%.1f ", x(p.At), y(float64(p.Tokens)))
+	for _, i := range thin(pts, maxPlotted) {
+		fmt.Fprintf(&line, "%.1f,%.1f ", x(i), y(float64(pts[i].Tokens)))
 	}
-	s.f(`<polygon points="%g,%.1f %s%.1f,%.1f" fill="%s" opacity="0.5"/>`, x(pts[0].At), y(0), line.String(), x(pts[len(pts)-1].At), y(0), tokensAreaColor)
+	s.f(`<polygon points="%g,%.1f %s%.1f,%.1f" fill="%s" opacity="0.5"/>`, x(0), y(0), line.String(), x(len(pts)-1), y(0), tokensAreaColor)
 	s.f(`<polyline points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`, line.String(), tokensLineColor)
 	limit := func(v float64, color, label string) {
 		if v > top {
@@ -113,46 +124,58 @@ func timelineSVG(hist *memory.SessionHistory, st *memory.Status) template.HTML {
 	}
 	limit(trigger, triggerColor, fmt.Sprintf("compaction %.0f%%", st.Policy.TriggerPct*100))
 	limit(hard, hardLimitColor, fmt.Sprintf("hard limit %.0f%%", st.Policy.MaxPct*100))
+	// Markers shrink as compactions crowd, so that each stays apart.
+	r := 3.5
+	if n := len(hist.Compactions); n > 0 {
+		r = min(max(plotW/float64(n)/4, 1.5), 3.5)
+	}
 	for _, c := range hist.Compactions {
-		xa, xb := x(c.StartedAt), x(c.At)
+		xa, xb := x(at(c.StartedAt)), x(at(c.At))
 		s.f(`<g class="cmp">`)
 		s.title(fmt.Sprintf("compaction %s (%s): %s → %s tokens, freed %s; %d dropped, %d summarized, %d pruned",
 			formatTime(c.At), c.Trigger, numfmt.Thousands(c.TokensBefore), numfmt.Thousands(c.TokensAfter), numfmt.Thousands(c.Freed()), c.Dropped, c.Summarized, c.Pruned))
 		s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, xa, y(float64(c.TokensBefore)), xb, y(float64(c.TokensAfter)), compactionColor)
-		s.f(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`, xa, y(float64(c.TokensBefore)), compactionColor)
-		s.f(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="#fff" stroke="%s" stroke-width="1.5"/>`, xb, y(float64(c.TokensAfter)), compactionColor)
+		s.f(`<circle cx="%.1f" cy="%.1f" r="%.1f" fill="%s"/>`, xa, y(float64(c.TokensBefore)), r, compactionColor)
+		s.f(`<circle cx="%.1f" cy="%.1f" r="%.1f" fill="#fff" stroke="%s" stroke-width="1.5"/>`, xb, y(float64(c.TokensAfter)), r, compactionColor)
 		s.f(`</g>`)
 	}
-	for i, t := range []time.Time{t0, t0.Add(t1.Sub(t0) / 2), t1} {
-		anchor := [...]string{"start", "middle", "end"}[i]
-		s.f(`<text x="%.1f" y="%g" class="ax" text-anchor="%s">%s</text>`, x(t), chartH-8, anchor, template.HTMLEscapeString(formatTime(t)))
+	last := len(pts) - 1
+	for k, i := range []int{0, last / 2, last} {
+		anchor := [...]string{"start", "middle", "end"}[k]
+		s.f(`<text x="%.1f" y="%g" class="ax" text-anchor="%s">%s</text>`, x(i), chartH-8, anchor,
+			template.HTMLEscapeString(fmt.Sprintf("#%d · %s", i+1, formatTime(pts[i].At))))
 	}
+	s.f(`<text x="%.1f" y="%g" class="ax axis-name" text-anchor="middle">%s</text>`, padL+plotW/2, chartH+axisNameH-4,
+		template.HTMLEscapeString(fmt.Sprintf("writes and compactions in order (%s points, not to time scale)", numfmt.Thousands(len(pts)))))
 	s.f(`</svg>`)
 	return s.html()
 }
 
-// thin keeps at most about n points of a series: per bucket of time order
-// its lowest and highest, so peaks and troughs survive.
-func thin(pts []memory.TokenPoint, n int) []memory.TokenPoint {
+// thin keeps at most about n points of a series, as indexes into it: per
+// bucket of consecutive points its lowest and highest, so peaks and
+// troughs survive.
+func thin(pts []memory.TokenPoint, n int) []int {
+	out := make([]int, 0, min(len(pts), n+2))
 	if len(pts) <= n {
-		return pts
+		for i := range pts {
+			out = append(out, i)
+		}
+		return out
 	}
 	per := int(math.Ceil(float64(len(pts)) / float64(n/2)))
-	out := make([]memory.TokenPoint, 0, n+2)
 	for i := 0; i < len(pts); i += per {
-		b := pts[i:min(i+per, len(pts))]
-		lo, hi := 0, 0
-		for j, p := range b {
-			if p.Tokens < b[lo].Tokens {
+		lo, hi := i, i
+		for j := i; j < min(i+per, len(pts)); j++ {
+			if pts[j].Tokens < pts[lo].Tokens {
 				lo = j
 			}
-			if p.Tokens > b[hi].Tokens {
+			if pts[j].Tokens > pts[hi].Tokens {
 				hi = j
 			}
 		}
-		out = append(out, b[min(lo, hi)])
+		out = append(out, min(lo, hi))
 		if lo != hi {
-			out = append(out, b[max(lo, hi)])
+			out = append(out, max(lo, hi))
 		}
 	}
 	return out

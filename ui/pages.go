@@ -302,21 +302,32 @@ type searchView struct {
 	Query, Mode, Session string
 	K                    int
 	Modes                []string
-	Results              []memory.SearchResult
+	Results              []searchHit
 	Searched             bool
 }
 
-// searchPage shows the search form (GET) and its results (POST): the
-// query goes in the body, as the API takes it, so it is not written to
-// the request log the way a URL is.
+// searchHit is one result, with the other versions of the same message
+// that matched too folded into it.
+type searchHit struct {
+	memory.SearchResult
+	// Versions is how many earlier versions of this message (or other
+	// versions, when the hit is itself an earlier one) also matched.
+	Versions int
+}
+
+// searchPage shows the search form and, when it has a query, its results.
+// The query is in the URL (GET /ui/search?q=...) so a search can be
+// bookmarked and shared; the request log leaves the query out (see
+// httpapi's redacted URIs) unless content logging is on. A POST of the
+// same form (the form of earlier versions) answers the same.
 func (h *Handler) searchPage(w http.ResponseWriter, r *http.Request) {
 	v := searchView{Mode: memory.ModeHybrid, K: 20, Modes: []string{memory.ModeHybrid, memory.ModeText, memory.ModeVector}}
-	if r.Method == http.MethodPost {
-		v.Query, v.Session = r.PostFormValue("q"), strings.TrimSpace(r.PostFormValue("session"))
-		if m := r.PostFormValue("mode"); m != "" {
+	if q := r.FormValue("q"); q != "" {
+		v.Query, v.Session = q, strings.TrimSpace(r.FormValue("session"))
+		if m := r.FormValue("mode"); m != "" {
 			v.Mode = m
 		}
-		if k := r.PostFormValue("k"); k != "" {
+		if k := r.FormValue("k"); k != "" {
 			n, err := strconv.Atoi(k)
 			if err != nil {
 				h.fail(w, r, memory.Errorf(memory.EINVALID, "k: %q is not a number", k))
@@ -328,12 +339,33 @@ func (h *Handler) searchPage(w http.ResponseWriter, r *http.Request) {
 		if v.Session != "" {
 			req.Sessions = []string{v.Session}
 		}
-		var err error
-		if v.Results, err = h.svc.Search(r.Context(), req); err != nil {
+		res, err := h.svc.Search(r.Context(), req)
+		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		v.Searched = true
+		v.Results, v.Searched = groupVersions(res), true
 	}
 	h.render(w, http.StatusOK, "search", h.newPage(r, "Search", "search", v))
+}
+
+// groupVersions keeps, of the versions of one edited message that matched,
+// the best-ranked one, and counts the others on it: an often-edited note
+// would otherwise fill the page with its own history.
+func groupVersions(res []memory.SearchResult) []searchHit {
+	out := make([]searchHit, 0, len(res))
+	at := map[string]int{} // a message's id (the current version's) -> its hit in out
+	for _, r := range res {
+		root := r.ID
+		if r.VersionOf != "" {
+			root = r.VersionOf
+		}
+		if i, ok := at[root]; ok {
+			out[i].Versions++
+			continue
+		}
+		at[root] = len(out)
+		out = append(out, searchHit{SearchResult: r})
+	}
+	return out
 }

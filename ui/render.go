@@ -107,11 +107,12 @@ type page struct {
 	Session *memory.Status // on a session's pages
 	Tab     string
 	Flash   string
+	Version string // the running build, in the footer
 	Data    any
 }
 
 func (h *Handler) newPage(r *http.Request, title, nav string, data any) page {
-	return page{Title: title, Caller: callerOf(r.Context()), Keys: h.opts.KeysRequired, Nav: nav, Data: data,
+	return page{Title: title, Caller: callerOf(r.Context()), Keys: h.opts.KeysRequired, Nav: nav, Data: data, Version: h.opts.Version,
 		Flash: flashes[r.URL.Query().Get("flash")]}
 }
 

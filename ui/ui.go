@@ -45,6 +45,8 @@ type Options struct {
 	Logger          *slog.Logger
 	// Now is the clock for "3 min ago"; time.Now when nil.
 	Now func() time.Time
+	// Version is the running build, shown in every page's footer.
+	Version string
 }
 
 // Handler serves the dashboard.
@@ -137,6 +139,20 @@ func securityHeaders(next http.Handler, styleHash string) http.Handler {
 
 func (h *Handler) static(w http.ResponseWriter, r *http.Request) {
 	http.StripPrefix("/ui/", http.FileServerFS(staticFS)).ServeHTTP(w, r)
+}
+
+// Favicon serves the dashboard's icon; the server answers /favicon.ico,
+// which browsers ask for whatever the page links, with it. It needs no key.
+func Favicon(w http.ResponseWriter, r *http.Request) {
+	b, err := fs.ReadFile(staticFS, "static/favicon.svg")
+	if err != nil {
+		http.Error(w, "no icon", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "public, max-age=86400")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(b)
 }
 
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {

@@ -125,7 +125,7 @@ func newColdCmd() *cobra.Command {
 		t := newTable(v.out, "ID", "STATE", "REASON", "SCORE", "TOKENS", "DROPPED", "RECOVERABLE UNTIL", "ROLE", "CONTENT")
 		for _, c := range chunks {
 			t.row(c.ID, c.State, dash(c.DropReason), score(c.RelevanceScore), c.Tokens, when(c.DroppedAt),
-				when(c.RecoverableUntil), c.Role, snippet(c.Content, 60))
+				when(c.RecoverableUntil), c.Role, snippet(shown(c.Message), 60))
 		}
 		return t.flush()
 	}))

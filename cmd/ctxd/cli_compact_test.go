@@ -177,7 +177,7 @@ func TestCLISearchAndContext(t *testing.T) {
 	t.Run("search", func(t *testing.T) {
 		rows := lines(ts.cli(t, 0, "search", "password rotate").Out)
 		if len(rows) < 2 || !strings.Contains(rows[1], "ops") || !strings.Contains(rows[1], pw) ||
-			!strings.Contains(rows[1], "The staging DB password rotates every Friday.") {
+			!strings.Contains(rows[1], "The staging DB «password» «rotates» every Friday.") {
 			t.Fatalf("search = %q, want the password message first", rows)
 		}
 		res := decodeJSON(t, ts.cli(t, 0, "search", "password rotate", "-k", "1", "--mode", "text", "--json").Out)["results"].([]any)

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ctxd/ctxd/api"
 )
 
 // barWidth is the number of cells of the context gauge.
@@ -78,3 +80,43 @@ func toAny(ss []string) []any {
 
 // score formats a relevance score.
 func score(f float64) string { return strconv.FormatFloat(f, 'f', 3, 64) }
+
+// shown is what a table shows of a message: its text, or, for an assistant
+// turn that only calls tools, the calls ("→ bash {"command":"ls"}"), so
+// that no row has an empty CONTENT.
+func shown(m api.Message) string {
+	if strings.TrimSpace(m.Content) != "" || len(m.ToolCalls) == 0 {
+		return m.Content
+	}
+	calls := make([]string, len(m.ToolCalls))
+	for i, c := range m.ToolCalls {
+		calls[i] = "→ " + c.Function.Name + " " + strings.Join(strings.Fields(c.Function.Arguments), " ")
+	}
+	return strings.Join(calls, "; ")
+}
+
+// matchSnippet is about n characters of a search hit around its first
+// match: the highlight («word» marks the matched terms) from a little
+// before the first mark, or the message's start when nothing is marked.
+func matchSnippet(r api.SearchResult, n int) string {
+	text := r.Highlight
+	open := strings.Index(text, "«")
+	if open < 0 {
+		return snippet(shown(r.Message), n)
+	}
+	text = strings.Join(strings.Fields(text), " ") // one line
+	open = strings.Index(text, "«")
+	lead := n / 4
+	start := 0
+	if before := []rune(text[:open]); len(before) > lead {
+		start = len(string(before[:len(before)-lead]))
+		if sp := strings.IndexByte(text[start:open], ' '); sp >= 0 {
+			start += sp + 1
+		}
+	}
+	out := snippet(text[start:], n)
+	if start > 0 {
+		out = "…" + out
+	}
+	return out
+}

@@ -42,7 +42,7 @@ func newSearchCmd() *cobra.Command {
 		}
 		t := newTable(v.out, "SCORE", "SESSION", "ID", "ROLE", "STATE", "CONTENT")
 		for _, r := range results {
-			t.row(score(r.Score), r.SessionID, r.ID, r.Role, r.State, snippet(r.Content, 70))
+			t.row(score(r.Score), r.SessionID, r.ID, r.Role, r.State, matchSnippet(r, 70))
 		}
 		return t.flush()
 	})
@@ -50,22 +50,26 @@ func newSearchCmd() *cobra.Command {
 
 func newContextCmd() *cobra.Command {
 	var maxTokens int
-	var explain bool
+	var explain, dryRun bool
 	cmd := &cobra.Command{
 		Use:   "context SESSION PROMPT",
-		Short: "Show the window ctxd would hand out for the next prompt",
+		Short: "Show the window ctxd would hand out for the next prompt (changes the session; --dry-run does not)",
 		Long: "Build the working window for PROMPT, as an agent would get it, and print each message's source, " +
-			"score, role and tokens, then the budget. Cold messages relevant to PROMPT are recovered, as for an agent.",
-		Example: "  ctxd context demo 'rotate the staging password now?' --max-tokens 2000 --explain",
-		Args:    cobra.ExactArgs(2),
+			"score, role and tokens, then the budget. This CHANGES the session as an agent's call does: cold messages " +
+			"relevant to PROMPT are recovered into the working window, and a session past its hard limit is compacted " +
+			"first. With --dry-run nothing changes: the window is the one the call would build (the dashboard's preview).",
+		Example: "  ctxd context demo 'rotate the staging password now?' --max-tokens 2000 --explain\n" +
+			"  ctxd context demo 'what did we decide?' --dry-run",
+		Args: cobra.ExactArgs(2),
 	}
 	cmd.Flags().IntVar(&maxTokens, "max-tokens", 0, "token budget of the window (default: the session's window minus its reserve)")
 	cmd.Flags().BoolVar(&explain, "explain", false, "show each message's score components")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "build the window without changing the session (no recovery, no compaction)")
 	return clientVerb(cmd, func(v *verb, args []string) error {
 		if maxTokens < 0 {
 			return usageErrorf("--max-tokens %d: want a positive number, or 0 for the session's default", maxTokens)
 		}
-		req := api.ContextIn{Prompt: args[1], Explain: explain}
+		req := api.ContextIn{Prompt: args[1], Explain: explain, DryRun: dryRun}
 		if maxTokens > 0 {
 			req.MaxTokens = &maxTokens
 		}
@@ -76,11 +80,11 @@ func newContextCmd() *cobra.Command {
 		if v.json {
 			return v.printJSON(win)
 		}
-		return printWindow(v, win, explain)
+		return printWindow(v, win, explain, dryRun)
 	})
 }
 
-func printWindow(v *verb, win *api.Context, explain bool) error {
+func printWindow(v *verb, win *api.Context, explain, dryRun bool) error {
 	header := []string{"SOURCE", "SCORE", "ROLE", "TOKENS", "ID", "CONTENT"}
 	if explain {
 		header = []string{"SOURCE", "SCORE", "SIM", "REC", "REF", "IMP", "ROLE", "TOKENS", "ID", "CONTENT"}
@@ -99,7 +103,7 @@ func printWindow(v *verb, win *api.Context, explain bool) error {
 			}
 			cells = append(cells, score(c.Similarity), score(c.Recency), score(c.References), score(c.Importance))
 		}
-		cells = append(cells, role, m.Tokens, m.ID, snippet(m.Content, 60))
+		cells = append(cells, role, m.Tokens, m.ID, snippet(shown(m.Message), 60))
 		t.row(cells...)
 	}
 	if err := t.flush(); err != nil {
@@ -108,8 +112,14 @@ func printWindow(v *verb, win *api.Context, explain bool) error {
 	b := win.Budget
 	fmt.Fprintf(v.out, "\nbudget: %s of %s tokens used (prompt %s); %d messages", numfmt.Thousands(b.Used), numfmt.Thousands(b.MaxTokens),
 		numfmt.Thousands(b.PromptTokens), len(win.Messages))
-	if len(win.Recovered) > 0 {
+	switch {
+	case len(win.Recovered) > 0 && dryRun:
+		fmt.Fprintf(v.out, "; dry run: %d would be recovered from cold storage for this prompt", len(win.Recovered))
+	case len(win.Recovered) > 0:
 		fmt.Fprintf(v.out, "; %d recovered from cold storage for this prompt", len(win.Recovered))
+	}
+	if win.WouldCompact {
+		fmt.Fprint(v.out, "; dry run: the session is past its hard limit, a real call would compact it first")
 	}
 	fmt.Fprintln(v.out)
 	if explain && len(b.Levels) > 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 
+	"github.com/ctxd/ctxd/internal/version"
 	"github.com/spf13/cobra"
 )
 
@@ -19,7 +20,9 @@ func newRootCmd() *cobra.Command {
 		Short:         "ctxd: a context-memory server for LLM agents",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
+	root.SetVersionTemplate("ctxd {{.Version}}\n")
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newMCPCmd())
 	addClientCommands(root)

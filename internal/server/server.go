@@ -23,6 +23,7 @@ import (
 	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/index/glove"
 	"github.com/ctxd/ctxd/index/openai"
+	"github.com/ctxd/ctxd/internal/version"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
 	"github.com/ctxd/ctxd/metrics"
@@ -75,6 +76,18 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		}
 	}()
 	cfg := m.Config
+	// Bind first: a port in use must fail before the data dir is created,
+	// opened or indexed.
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
 	empty, err := storeFileEmpty(cfg.DataDir)
 	if err != nil {
 		return err
@@ -118,10 +131,12 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if m.Index, err = index.OpenOrRebuild(m.Logger, IndexPath(cfg.DataDir), iopts, m.Store); err != nil {
 		return err
 	}
+	t0 := time.Now()
 	tok := tokenizer.New()
 	if err := tok.Warm(cfg.Encoding); err != nil {
 		return err
 	}
+	m.Logger.Info("tokenizer ready", "encoding", cfg.Encoding, "took", time.Since(t0).Round(time.Millisecond))
 	if m.Events, err = eventlog.Open(LogsPath(cfg.DataDir), eventlog.Options{Now: cfg.Clock}); err != nil {
 		return err
 	}
@@ -146,24 +161,23 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		Reembed:     cfg.Reembed,
 		Concurrency: memory.Concurrency{Compactions: cfg.MaxCompactions, Embeds: cfg.MaxEmbeds},
 	}
+	t0 = time.Now()
 	if err := m.Service.Open(ctx); err != nil {
 		return fmt.Errorf("open service: %w", err)
 	}
+	m.Logger.Info("service open: embedder model checked, index caught up with the store, cold mirror reconciled",
+		"took", time.Since(t0).Round(time.Millisecond))
 	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent,
 		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, BodyBytesInFlight: cfg.MaxBodyInFlight,
+		Version: version.Get().String(), Now: cfg.Clock,
 		Gateway: httpapi.GatewayOptions{
 			OpenAI:    httpapi.Upstream{URL: cfg.UpstreamOpenAIURL, Key: os.Getenv("CTXD_UPSTREAM_OPENAI_API_KEY")},
 			Anthropic: httpapi.Upstream{URL: cfg.UpstreamAnthropicURL, Key: os.Getenv("CTXD_UPSTREAM_ANTHROPIC_API_KEY")},
 			FlushTurn: cfg.GatewayFlush,
 		}})
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-		}
-	}
 	m.Addr = ln.Addr()
 	m.serveErr = make(chan error, 1)
 	m.serveMetrics()
@@ -174,7 +188,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			m.Logger.Warn("pprof server stopped", "err", http.ListenAndServe(cfg.PprofAddr, nil))
 		}()
 	}
-	m.Logger.Info("ctxd listening", "addr", m.Addr.String(), "data_dir", cfg.DataDir,
+	m.Logger.Info("ctxd listening", "addr", m.Addr.String(), "data_dir", cfg.DataDir, "version", version.Get().String(),
 		"embedder", emb.Model(), "started_in", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -1,0 +1,4 @@
+package mcpserver
+
+// SDKLogs is sdkLogs, for the tests.
+var SDKLogs = sdkLogs
