@@ -24,7 +24,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	status, code, msg := http.StatusInternalServerError, memory.EINTERNAL, "internal error"
 	var he *echo.HTTPError
+	var pe *providerError
 	switch {
+	case errors.As(err, &pe):
+		status, code, msg = pe.status, pe.code, pe.msg
 	case errors.As(err, &he):
 		status = he.Code
 		code = api.CodeOf(status)
@@ -60,6 +63,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 	body := api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: msg}}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
+		return
+	}
+	if p := providerOf(c); p != "" {
+		_ = c.JSON(status, providerErrorBody(p, status, code, msg, pe))
 		return
 	}
 	_ = c.JSON(status, body)

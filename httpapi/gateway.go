@@ -75,20 +75,23 @@ type wireFormat interface {
 	flushBody(w *memory.GatewayWindow) ([]byte, error)
 	// notes reads the notes a flush turn's answer saved.
 	notes(body []byte) []string
+	// stored is told the id of the stored answer (after answer or the
+	// stream's end): the Responses API names it by its response id.
+	stored(s *Server, tenant, session, answer string)
 }
 
 // saveMemorySchema is the input of the save_memory tool, in JSON Schema.
 var saveMemorySchema = json.RawMessage(`{"type":"object","properties":{"note":{"type":"string","description":"the note, self-contained"}},"required":["note"]}`)
 
 // flushParts splits an upstream request for the flush turn: its fields,
-// its messages (into messages) and its tools.
-func flushParts(body []byte, messages any) (map[string]json.RawMessage, []json.RawMessage, error) {
+// its messages (the field key, into messages) and its tools.
+func flushParts(body []byte, key string, messages any) (map[string]json.RawMessage, []json.RawMessage, error) {
 	var out map[string]json.RawMessage
 	var tools []json.RawMessage
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, nil, err
 	}
-	if err := json.Unmarshal(out["messages"], messages); err != nil {
+	if err := json.Unmarshal(out[key], messages); err != nil {
 		return nil, nil, err
 	}
 	if t, ok := out["tools"]; ok && string(t) != "null" {
@@ -102,9 +105,9 @@ func flushParts(body []byte, messages any) (map[string]json.RawMessage, []json.R
 // flushRequest writes the flush turn's request: never streamed, with
 // tool_choice left to the model (a client's forced tool would keep it from
 // saving notes).
-func flushRequest(out map[string]json.RawMessage, messages any, tools []json.RawMessage, choice string) ([]byte, error) {
+func flushRequest(out map[string]json.RawMessage, key string, messages any, tools []json.RawMessage, choice string) ([]byte, error) {
 	var err error
-	if out["messages"], err = json.Marshal(messages); err != nil {
+	if out[key], err = json.Marshal(messages); err != nil {
 		return nil, err
 	}
 	if out["tools"], err = json.Marshal(tools); err != nil {
@@ -142,6 +145,7 @@ type gatewayCall struct {
 	format   wireFormat
 	upstream Upstream
 	stream   bool
+	query    string // the client's query string, passed on
 }
 
 // contextWindow is the window of the call's model: the header, else the
@@ -156,6 +160,15 @@ func contextWindow(c echo.Context, model string) (int, error) {
 	}
 	n, _ := memory.ModelWindow(model)
 	return n, nil
+}
+
+// toolsOf is a request's tool definitions as sent ("" for none): ctxd
+// counts them, as the upstream will.
+func toolsOf(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	return string(raw)
 }
 
 // answerReserve is what the answer may take: the request's own limit, else
@@ -179,6 +192,7 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 		return memory.Errorf(memory.ENOTFOUND, "this endpoint forwards to an upstream model API, and none is configured: set the upstream URL (--upstream-openai-url or --upstream-anthropic-url)")
 	}
 	ctx := c.Request().Context()
+	call.query = c.Request().URL.RawQuery
 	var resp *http.Response
 	var win *memory.GatewayWindow
 	for attempt := 0; attempt < 2; attempt++ {
@@ -215,13 +229,7 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 	}
 	defer resp.Body.Close()
 	h := c.Response().Header()
-	for k, vs := range resp.Header {
-		switch http.CanonicalHeaderKey(k) {
-		case "Content-Length", "Connection", "Transfer-Encoding", "Keep-Alive":
-		default:
-			h[k] = vs
-		}
-	}
+	copyAnswerHeaders(resp.Header, h)
 	h.Set(SessionHeader, win.Session)
 	h.Set(tokensHeader, strconv.Itoa(win.Tokens))
 	h.Set(compactedHeader, strconv.FormatBool(win.Compacted))
@@ -245,9 +253,11 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 		s.opts.Logger.Warn("gateway: the upstream's answer could not be read, not stored", "session", win.Session, "err", err)
 	} else {
 		s.gateway.Calibrate(keep, win.Session, win.Tokens+win.ToolTokens, prompt)
-		if err := s.gateway.StoreAnswer(keep, win.Session, ans); err != nil {
+		id, err := s.gateway.StoreAnswer(keep, win.Session, ans)
+		if err != nil {
 			return err
 		}
+		call.format.stored(s, memory.TenantFromContext(ctx), win.Session, id)
 	}
 	c.Response().WriteHeader(resp.StatusCode)
 	_, err = c.Response().Write(body)
@@ -270,9 +280,11 @@ func (s *Server) relayStream(c echo.Context, keep context.Context, call gatewayC
 		}
 		stored = true
 		s.gateway.Calibrate(keep, win.Session, win.Tokens+win.ToolTokens, p.promptTokens())
-		if err := s.gateway.StoreAnswer(keep, win.Session, p.answer()); err != nil {
+		id, err := s.gateway.StoreAnswer(keep, win.Session, p.answer())
+		if err != nil {
 			s.opts.Logger.Error("gateway: store a streamed answer", "session", win.Session, "err", err)
 		}
+		call.format.stored(s, memory.TenantFromContext(keep), win.Session, id)
 	}
 	var readErr error
 	for {
@@ -341,26 +353,20 @@ func (s *Server) flushTurn(ctx context.Context, in http.Header, call gatewayCall
 // provider reads (its key, API version and beta flags).
 func (s *Server) forward(ctx context.Context, in http.Header, call gatewayCall, body []byte) (*http.Response, error) {
 	url := strings.TrimSuffix(call.upstream.URL, "/") + call.format.path()
+	if call.query != "" {
+		url += "?" + call.query // Claude Code's ?beta=true
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build the upstream request: %w", err)
 	}
-	for k, vs := range in {
-		lk := strings.ToLower(k)
-		if strings.HasPrefix(lk, "openai-") || strings.HasPrefix(lk, "anthropic-") {
-			req.Header[k] = vs
-		}
-	}
+	providerHeaders(in, req.Header)
 	req.Header.Set("Content-Type", "application/json")
 	if call.stream {
 		req.Header.Set("Accept", "text/event-stream")
 	}
 	call.format.auth(in, req.Header, call.upstream.Key)
-	client := s.opts.Gateway.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := s.upstreamClient().Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -430,7 +436,7 @@ func textOf(raw json.RawMessage) (string, error) {
 	}
 	var out []string
 	for _, p := range parts {
-		if p.Type == "text" || p.Type == "input_text" {
+		if p.Type == "text" || p.Type == "input_text" || p.Type == "output_text" {
 			out = append(out, p.Text)
 		} else {
 			out = append(out, "["+p.Type+"]")

@@ -88,10 +88,7 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tools := ""
-	if len(req.Tools) > 0 && string(req.Tools) != "null" {
-		tools = string(req.Tools)
-	}
+	tools := toolsOf(req.Tools)
 	call := gatewayCall{
 		req: memory.GatewayRequest{
 			Session: memory.GatewaySessionID(c.Request().Header.Get(SessionHeader), req.Metadata.UserID, system, firstUser),
@@ -463,7 +460,7 @@ func (f *anthropicFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
 		return nil, err
 	}
 	var turns []anthropicTurn
-	out, tools, err := flushParts(b, &turns)
+	out, tools, err := flushParts(b, "messages", &turns)
 	if err != nil {
 		return nil, err
 	}
@@ -474,7 +471,7 @@ func (f *anthropicFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
 		turns = append(turns, anthropicTurn{Role: "user", Content: []json.RawMessage{instr}})
 	}
 	tool, _ := json.Marshal(map[string]any{"name": memory.SaveMemoryTool, "description": memory.SaveMemoryDescription, "input_schema": saveMemorySchema})
-	return flushRequest(out, turns, append(tools, tool), `{"type":"auto"}`)
+	return flushRequest(out, "messages", turns, append(tools, tool), `{"type":"auto"}`)
 }
 
 func (f *anthropicFormat) notes(body []byte) []string {
@@ -492,3 +489,5 @@ func (f *anthropicFormat) notes(body []byte) []string {
 	}
 	return notes
 }
+
+func (f *anthropicFormat) stored(*Server, string, string, string) {}

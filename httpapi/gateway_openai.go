@@ -66,10 +66,7 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	if limit == 0 {
 		limit = req.MaxTokens
 	}
-	tools := ""
-	if len(req.Tools) > 0 && string(req.Tools) != "null" {
-		tools = string(req.Tools)
-	}
+	tools := toolsOf(req.Tools)
 	call := gatewayCall{
 		req: memory.GatewayRequest{
 			Session: memory.GatewaySessionID(c.Request().Header.Get(SessionHeader), req.User, system, firstUser),
@@ -243,7 +240,7 @@ func (f *openaiFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
 		return nil, err
 	}
 	var msgs []json.RawMessage
-	out, tools, err := flushParts(b, &msgs)
+	out, tools, err := flushParts(b, "messages", &msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +248,7 @@ func (f *openaiFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
 	tool, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]any{
 		"name": memory.SaveMemoryTool, "description": memory.SaveMemoryDescription, "parameters": saveMemorySchema}})
 	delete(out, "stream_options")
-	return flushRequest(out, append(msgs, instr), append(tools, tool), `"auto"`)
+	return flushRequest(out, "messages", append(msgs, instr), append(tools, tool), `"auto"`)
 }
 
 func (f *openaiFormat) notes(body []byte) []string {
@@ -267,3 +264,5 @@ func (f *openaiFormat) notes(body []byte) []string {
 	}
 	return notes
 }
+
+func (f *openaiFormat) stored(*Server, string, string, string) {}

@@ -77,6 +77,8 @@ type Server struct {
 	limiter *middleware.RateLimiterMemoryStore
 	bodies  *bodyBudget // nil: no cap
 	gateway *memory.Gateway
+	// responseIDs name stored answers for previous_response_id.
+	responseIDs responseIDs
 
 	// mu orders Serve's setting up of echo's http.Server with Shutdown,
 	// which another goroutine calls: without it, a Shutdown right after
@@ -187,6 +189,10 @@ func New(svc *memory.Service, opts Options) *Server {
 	gw := []echo.MiddlewareFunc{s.admitGateway, s.limitBody}
 	v1.POST("/chat/completions", s.chatCompletions, gw...)
 	v1.POST("/messages", s.anthropicMessages, gw...)
+	v1.POST("/responses", s.responses, gw...)
+	v1.POST("/responses/compact", s.responsesCompact, gw...)
+	v1.POST("/messages/count_tokens", s.countTokens, gw...)
+	v1.GET("/models", s.models, s.admitGateway)
 
 	// The dashboard checks keys itself (a browser sends its key in a
 	// cookie, and is sent to a login page rather than answered 401), with

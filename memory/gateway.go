@@ -151,6 +151,11 @@ type GatewayRequest struct {
 	// Harder asks for a smaller window after the upstream refused the last
 	// one as too long: the session is compacted first and the budget cut.
 	Harder bool
+	// After continues the session from one of its stored answers (the
+	// Responses API's previous_response_id): History holds only the new
+	// input, which is stored after that answer; what the session stored
+	// after it is superseded. "": History is the whole conversation.
+	After string
 }
 
 // GatewayMessage is one message of the window to send upstream.
@@ -333,17 +338,28 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 		client[storedSys[j].ID] = i
 	}
 	for j, m := range storedSys {
-		if !used[j] {
+		// A continuation sends only its new input: the stored system
+		// messages stay, but for the instructions it replaces.
+		if !used[j] && (req.After == "" || m.Metadata[InstructionsKey] == true) {
 			stale = append(stale, m)
 		}
 	}
-	k := 0
-	for k < len(stored) && k < len(sent) && sameTurn(stored[k], req.History[sent[k]]) {
-		client[stored[k].ID] = sent[k]
-		k++
+	if req.After != "" {
+		at := slices.IndexFunc(stored, func(m *Message) bool { return m.ID == req.After })
+		if at < 0 {
+			return nil, Errorf(ENOTFOUND, "the answer %s this call continues is no longer in the session", req.After)
+		}
+		stale = append(stale, stored[at+1:]...)
+		fresh = append(fresh, sent...)
+	} else {
+		k := 0
+		for k < len(stored) && k < len(sent) && sameTurn(stored[k], req.History[sent[k]]) {
+			client[stored[k].ID] = sent[k]
+			k++
+		}
+		stale = append(stale, stored[k:]...)
+		fresh = append(fresh, sent[k:]...)
 	}
-	stale = append(stale, stored[k:]...)
-	fresh = append(fresh, sent[k:]...)
 	slices.Sort(fresh) // stored in the history's order
 	if len(stale) > 0 {
 		ids, err := g.supersede(ctx, tenant, req.Session, stale)
@@ -377,6 +393,11 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 // itself (a flush turn's save_memory): the client never sends it back, so
 // it takes no part in matching the client's history.
 const GatewayNoteKey = "ctxd_note"
+
+// InstructionsKey marks, in a system message's metadata, a client's
+// instructions (the Responses API's field): a continuation's new
+// instructions replace them.
+const InstructionsKey = "ctxd_instructions"
 
 // IsGatewayNote reports whether the gateway stored m itself.
 func IsGatewayNote(m *Message) bool { return m.Metadata[GatewayNoteKey] == true }
@@ -450,18 +471,19 @@ func (g *Gateway) supersede(ctx context.Context, tenant, id string, msgs []*Mess
 }
 
 // StoreAnswer stores the upstream's answer (text and tool calls) at the end
-// of the session. An answer with neither (a stream cut before its first
-// token) stores nothing.
-func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Message) error {
+// of the session and answers its id. An answer with neither (a stream cut
+// before its first token) stores nothing and answers "".
+func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Message) (string, error) {
 	if answer.Content == "" && len(answer.ToolCalls) == 0 {
-		return nil
+		return "", nil
 	}
 	unlock := g.lock(TenantFromContext(ctx), session)
 	defer unlock()
-	if _, err := g.s.Append(ctx, session, []*Message{answer}); err != nil {
-		return fmt.Errorf("store the upstream's answer: %w", err)
+	res, err := g.s.Append(ctx, session, []*Message{answer})
+	if err != nil {
+		return "", fmt.Errorf("store the upstream's answer: %w", err)
 	}
-	return nil
+	return res.IDs[0], nil
 }
 
 // The flush turn: when a compaction that drops or summarizes content is

@@ -31,6 +31,8 @@ type fakeUpstream struct {
 type upstreamRequest struct {
 	Header http.Header
 	Body   map[string]any
+	Raw    []byte // the body as sent
+	Query  string
 }
 
 func newFakeUpstream(t *testing.T, reply func(w http.ResponseWriter, r *http.Request, body map[string]any)) *fakeUpstream {
@@ -48,7 +50,7 @@ func newFakeUpstream(t *testing.T, reply func(w http.ResponseWriter, r *http.Req
 			return
 		}
 		u.mu.Lock()
-		u.requests = append(u.requests, upstreamRequest{Header: r.Header.Clone(), Body: body})
+		u.requests = append(u.requests, upstreamRequest{Header: r.Header.Clone(), Body: body, Raw: raw, Query: r.URL.RawQuery})
 		u.mu.Unlock()
 		u.reply(w, r, body)
 	}))
