@@ -77,7 +77,7 @@ func TestAgentSDKs(t *testing.T) {
 			}
 			out := a.run(a.env("CTXD_MODE="+mode, "CTXD_WINDOW=32000",
 				"CTXD_PROMPT="+agentPrompt, "OPENAI_BASE_URL="+a.base+"/v1", "ANTHROPIC_BASE_URL="+a.base), "node", script)
-			if !strings.Contains(out, "TASK COMPLETE") {
+			if !strings.Contains(out, a.task.Final()) {
 				t.Errorf("the loop printed %s", tail(out, 2000))
 			}
 			a.check(mode)

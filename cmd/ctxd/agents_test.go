@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +54,7 @@ type agentRun struct {
 	npm      string // where the packages are installed
 	home     string
 	work     string
+	task     *fakemodel.Task
 	proxyURL string
 }
 
@@ -66,12 +71,12 @@ func newAgentRun(t *testing.T, window int) *agentRun {
 	}
 	a := &agentRun{t: t, window: window, npm: installNodePackages(t, "ctxd-agents-npm", string(pkg)),
 		home: t.TempDir(), work: t.TempDir(), proxy: &fakemodel.Refuser{}}
-	task, err := fakemodel.NewTask(a.work, agentSteps)
+	a.task, err = fakemodel.NewTask(a.work, agentSteps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.model = fakemodel.New(fakemodel.Config{Window: window, Task: task})
-	up := httptest.NewServer(a.model)
+	a.model = fakemodel.New(fakemodel.Config{Window: window, Task: a.task})
+	up := httptest.NewServer(dumping(t, a.model))
 	t.Cleanup(up.Close)
 	px := httptest.NewServer(a.proxy)
 	t.Cleanup(px.Close)
@@ -85,6 +90,26 @@ func newAgentRun(t *testing.T, window int) *agentRun {
 		a.base = up.URL
 	}
 	return a
+}
+
+// dumping writes every request the model gets into the directory
+// CTXD_AGENT_DUMP names, when set, as NNN-path.json: what a client and ctxd
+// sent, to read when a run fails.
+func dumping(t *testing.T, h http.Handler) http.Handler {
+	dir := os.Getenv("CTXD_AGENT_DUMP")
+	if dir == "" {
+		return h
+	}
+	var n atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		name := fmt.Sprintf("%s-%03d%s.json", t.Name(), n.Add(1), strings.ReplaceAll(r.URL.Path, "/", "_"))
+		if err := os.WriteFile(filepath.Join(dir, strings.ReplaceAll(name, "/", "_")), body, 0o644); err != nil {
+			t.Error(err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // env is the environment of a client: its own HOME, every proxy variable
@@ -211,7 +236,7 @@ func TestAgentClaudeCode(t *testing.T) {
 	out := a.run(a.env("ANTHROPIC_BASE_URL="+a.base, "ANTHROPIC_API_KEY=sk-ant-fake",
 		"ANTHROPIC_CUSTOM_HEADERS="+a.windowHeader()),
 		"claude", "-p", agentPrompt, "--allowedTools", "Bash,Read")
-	if !strings.Contains(out, "TASK COMPLETE") {
+	if !strings.Contains(out, a.task.Final()) {
 		t.Errorf("claude printed %s", tail(out, 2000))
 	}
 	a.check("claude-code")
@@ -236,7 +261,7 @@ enabled = false
 exporter = "none"
 `, a.base, a.window))
 	out := a.run(a.env("CTXD_FAKE_OPENAI_KEY=sk-fake"), "codex", "exec", "--skip-git-repo-check", agentPrompt)
-	if !strings.Contains(out, "TASK COMPLETE") {
+	if !strings.Contains(out, a.task.Final()) {
 		t.Errorf("codex printed %s", tail(out, 2000))
 	}
 	a.check("codex")
@@ -259,7 +284,7 @@ func TestAgentOpencode(t *testing.T) {
   }
 }`, a.base, a.window, a.window))
 	out := a.run(a.env(), "opencode", "run", agentPrompt)
-	if !strings.Contains(out, "TASK COMPLETE") {
+	if !strings.Contains(out, a.task.Final()) {
 		t.Errorf("opencode printed %s", tail(out, 2000))
 	}
 	a.check("opencode")
@@ -272,7 +297,7 @@ func TestAgentPi(t *testing.T) {
   "headers": {"X-Ctxd-Context-Window": "%d"},
   "models": [{"id": "fake-model", "contextWindow": %d}]}}}`, a.base, a.window, a.window))
 	out := a.run(a.env(), "pi", "--provider", "ctxd", "--model", "fake-model", "-p", agentPrompt)
-	if !strings.Contains(out, "TASK COMPLETE") {
+	if !strings.Contains(out, a.task.Final()) {
 		t.Errorf("pi printed %s", tail(out, 2000))
 	}
 	a.check("pi")

@@ -218,6 +218,10 @@ func (m *Model) anthropic(w http.ResponseWriter, body map[string]json.RawMessage
 		return
 	}
 	o, v := m.decide(c)
+	if v != "" && !o.overflow {
+		anthError(w, 400, "invalid_request_error", v)
+		return
+	}
 	if v != "" {
 		anthError(w, 400, "invalid_request_error", fmt.Sprintf("input length and `max_tokens` exceed context limit: %d + %d > %d, decrease input length or `max_tokens` and try again", o.prompt, c.maxTokens, m.cfg.Window))
 		return

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -173,6 +174,7 @@ type outcome struct {
 	prompt   int
 	cached   int
 	output   int
+	overflow bool // refused for the window, not for a rule
 }
 
 // decide checks c against the rules every API shares, counts it, and picks
@@ -189,6 +191,7 @@ func (m *Model) decide(c *call) (outcome, string) {
 	}
 	if limit := m.cfg.Window; o.prompt+c.maxTokens > limit {
 		m.stats.OverWindow++
+		o.overflow = true
 		v := fmt.Sprintf("call %d (%s): prompt %d + max_tokens %d > window %d", n, c.api, o.prompt, c.maxTokens, limit)
 		m.stats.Violations = append(m.stats.Violations, v)
 		return o, v
@@ -199,6 +202,12 @@ func (m *Model) decide(c *call) (outcome, string) {
 		o.kind = "flush"
 		o.tool = tool{name: "save_memory"}
 		o.args = fmt.Sprintf(`{"note":"Task progress: %d of %d files read; each file's first line is its marker."}`, m.stats.Steps, m.cfg.Task.Steps)
+	case pick(c.tools, shellNames) == nil && slices.ContainsFunc(c.results, func(r result) bool { _, ok := stepOf(r.id); return ok }):
+		// The task's tool loop, but the client's tools are gone: someone
+		// between the client and the model lost them.
+		v := fmt.Sprintf("call %d (%s): the request carries the results of the task's tool calls but offers none of the shell tools %v (tools offered: %d)", n, c.api, shellNames, len(c.tools))
+		m.stats.Violations = append(m.stats.Violations, v)
+		return o, v
 	case pick(c.tools, shellNames) == nil:
 		m.stats.SideCalls++
 		o.kind = "side"

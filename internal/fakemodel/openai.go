@@ -130,6 +130,10 @@ func (m *Model) chat(w http.ResponseWriter, body map[string]json.RawMessage) {
 		return
 	}
 	o, v := m.decide(c)
+	if v != "" && !o.overflow {
+		openaiError(w, "invalid_request_error", v)
+		return
+	}
 	if v != "" {
 		openaiError(w, "context_length_exceeded", fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.", m.cfg.Window, o.prompt+c.maxTokens, o.prompt, c.maxTokens))
 		return

@@ -119,6 +119,10 @@ func (m *Model) responses(w http.ResponseWriter, body map[string]json.RawMessage
 		return
 	}
 	o, v := m.decide(c)
+	if v != "" && !o.overflow {
+		openaiError(w, "invalid_request_error", v)
+		return
+	}
 	if v != "" {
 		openaiError(w, "context_length_exceeded", fmt.Sprintf("Your input exceeds the context window of this model (%d + %d > %d).", o.prompt, c.maxTokens, m.cfg.Window))
 		return
