@@ -56,7 +56,7 @@ test-short:
 # Needs node and npm; `make test` skips them. AGENTS picks tests (a -run pattern).
 AGENTS ?= TestAgent
 test-agents:
-	CTXD_AGENT_TESTS=1 $(GO) test -count=1 -timeout 60m -v -run '$(AGENTS)' ./cmd/ctxd/ ./internal/fakemodel/
+	CTXD_AGENT_TESTS=1 $(GO) test -count=1 -timeout 60m -v -run '$(AGENTS)' ./cmd/ctxd/
 
 # Crash safety, run before a release: the corruption matrix (23 kinds of damage to the store, index,
 # vectors, cold mirror and logs) and the kill -9 tests with KILL_ROUNDS rounds each (CTXD_KILL_ROUNDS):

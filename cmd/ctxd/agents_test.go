@@ -221,6 +221,9 @@ func (a *agentRun) check(client string) {
 	if s.FlushTurns > comp+1 {
 		t.Errorf("%d flush turns for %d compactions: more than one per compaction cycle", s.FlushTurns, comp)
 	}
+	if per100 := 100 * float64(s.FlushTurns) / float64(max(1, s.Calls-s.FlushTurns)); per100 > 5 {
+		t.Errorf("%.1f flush turns per 100 client calls, want at most 5", per100)
+	}
 	if comp < 2 {
 		t.Errorf("ctxd compacted %d times, want several", comp)
 	}
