@@ -119,7 +119,7 @@ func TestAgentReproClaudeCode(t *testing.T) {
 	const window, steps = 32000, 12
 	model, task, ts := reproModel(t, window, steps)
 	h := http.Header{"X-Api-Key": {"sk-ant-fake"}, "Anthropic-Version": {"2023-06-01"},
-		"Anthropic-Beta": {"claude-code-20250219,interleaved-thinking-2025-05-14,per-turn-control-2026-07-01"},
+		"Anthropic-Beta":        {"claude-code-20250219,interleaved-thinking-2025-05-14,per-turn-control-2026-07-01"},
 		"X-Ctxd-Context-Window": {strconv.Itoa(window)}}
 	tools := []any{map[string]any{"name": "Bash", "description": "Run a command",
 		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}, "required": []string{"command"}}}}
