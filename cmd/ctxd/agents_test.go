@@ -270,9 +270,15 @@ exporter = "none"
 	a.check("codex")
 }
 
+// TestAgentOpencode runs opencode with a provider for ctxd as its docs
+// show one: a model with no limit (opencode's default, under which it never
+// compacts on its own), and one whose limit is the window, under which
+// opencode summarizes its own history once its prompt nears the limit.
 func TestAgentOpencode(t *testing.T) {
-	a := newAgentRun(t, 64000)
-	a.file(".config/opencode/opencode.json", fmt.Sprintf(`{
+	for name, limit := range map[string]string{"default": "", "limit": `, "limit": {"context": 64000, "output": 8192}`} {
+		t.Run(name, func(t *testing.T) {
+			a := newAgentRun(t, 64000)
+			a.file(".config/opencode/opencode.json", fmt.Sprintf(`{
   "$schema": "https://opencode.ai/config.json",
   "autoupdate": false,
   "share": "disabled",
@@ -282,15 +288,17 @@ func TestAgentOpencode(t *testing.T) {
       "npm": "@ai-sdk/openai-compatible",
       "name": "ctxd",
       "options": {"baseURL": "%s/v1", "apiKey": "sk-fake", "headers": {"X-Ctxd-Context-Window": "%d"}},
-      "models": {"fake-model": {"name": "Fake model", "limit": {"context": %d, "output": 8192}}}
+      "models": {"fake-model": {"name": "Fake model"%s}}
     }
   }
-}`, a.base, a.window, a.window))
-	out := a.run(a.env(), "opencode", "run", agentPrompt)
-	if !strings.Contains(out, a.task.Final()) {
-		t.Errorf("opencode printed %s", tail(out, 2000))
+}`, a.base, a.window, limit))
+			out := a.run(a.env(), "opencode", "run", agentPrompt)
+			if !strings.Contains(out, a.task.Final()) {
+				t.Errorf("opencode printed %s", tail(out, 2000))
+			}
+			a.check("opencode-" + name)
+		})
 	}
-	a.check("opencode")
 }
 
 func TestAgentPi(t *testing.T) {
