@@ -283,4 +283,7 @@ const (
 	GatewayTokensHeader    = "X-Ctxd-Tokens"
 	GatewayCompactedHeader = "X-Ctxd-Compacted"
 	GatewayRecoveredHeader = "X-Ctxd-Recovered"
+	// GatewayMaxTokensHeader answers the answer limit ctxd sent when it
+	// lowered the client's to fit the window (absent otherwise).
+	GatewayMaxTokensHeader = "X-Ctxd-Max-Tokens"
 )

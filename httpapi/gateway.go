@@ -48,6 +48,7 @@ const (
 	tokensHeader        = api.GatewayTokensHeader
 	compactedHeader     = api.GatewayCompactedHeader
 	recoveredHeader     = api.GatewayRecoveredHeader
+	maxTokensHeader     = api.GatewayMaxTokensHeader
 )
 
 // maxUpstreamBody bounds a non-streamed answer read into memory.
@@ -234,6 +235,9 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 	h.Set(tokensHeader, strconv.Itoa(win.Tokens))
 	h.Set(compactedHeader, strconv.FormatBool(win.Compacted))
 	h.Set(recoveredHeader, strconv.Itoa(win.Recovered))
+	if win.AnswerLowered {
+		h.Set(maxTokensHeader, strconv.Itoa(win.Answer))
+	}
 	// The answer is stored even when the client has gone: its request's
 	// context is cancelled then, the store must not be.
 	keep := context.WithoutCancel(ctx)
@@ -384,12 +388,36 @@ func isOverflow(status int, body []byte) bool {
 		return false
 	}
 	b := strings.ToLower(string(body))
-	for _, sign := range []string{"context_length_exceeded", "maximum context length", "prompt is too long", "context window", "too many tokens"} {
+	for _, sign := range []string{"context_length_exceeded", "maximum context length", "prompt is too long", "context window",
+		"too many tokens", "exceed context limit", "exceeds context limit", "context limit", "input is too long",
+		"context length", "maximum prompt length", "reduce the length of the messages", "too large for model"} {
 		if strings.Contains(b, sign) {
 			return true
 		}
 	}
 	return false
+}
+
+// lowerAnswer writes the window's lowered answer limit into the fields of
+// out the client set (and Anthropic's thinking budget under it, which the
+// API requires).
+func lowerAnswer(out map[string]json.RawMessage, w *memory.GatewayWindow, fields ...string) {
+	if !w.AnswerLowered {
+		return
+	}
+	for _, f := range fields {
+		if _, ok := out[f]; ok {
+			out[f] = json.RawMessage(strconv.Itoa(w.Answer))
+		}
+	}
+	var th map[string]json.RawMessage
+	if raw, ok := out["thinking"]; ok && json.Unmarshal(raw, &th) == nil {
+		var budget int
+		if json.Unmarshal(th["budget_tokens"], &budget) == nil && budget >= w.Answer {
+			th["budget_tokens"] = json.RawMessage(strconv.Itoa(max(1024, w.Answer/2)))
+			out["thinking"], _ = json.Marshal(th)
+		}
+	}
 }
 
 // ignoreClientGone drops the error of writing to a client that left: the

@@ -52,7 +52,7 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := &anthropicFormat{raw: raw, messages: req.Messages, parts: make([]int, len(req.Messages))}
+	f := &anthropicFormat{raw: raw, messages: req.Messages, parts: make([]int, len(req.Messages)), thinking: make([]bool, len(req.Messages))}
 	var history []*memory.Message
 	system, firstUser := "", ""
 	if len(bytes.TrimSpace(req.System)) > 0 && string(req.System) != "null" {
@@ -74,6 +74,9 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		msgs, err := fromAnthropic(am.Role, blocks)
 		if err != nil {
 			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+		}
+		for _, b := range blocks {
+			f.thinking[i] = f.thinking[i] || b.Type == "thinking" || b.Type == "redacted_thinking"
 		}
 		for _, m := range msgs {
 			if m.Role == memory.RoleUser && firstUser == "" {
@@ -130,6 +133,8 @@ func fromAnthropic(role string, blocks []anthropicBlock) ([]*memory.Message, err
 			case "tool_use", "server_tool_use":
 				m.ToolCalls = append(m.ToolCalls, memory.ToolCall{ID: b.ID, Type: "function",
 					Function: memory.FunctionCall{Name: b.Name, Arguments: canonicalJSON(b.Input)}})
+			case "thinking", "redacted_thinking":
+				// not stored: it goes back only in the client's own turn
 			default:
 				texts = append(texts, "["+b.Type+"]")
 			}
@@ -188,8 +193,9 @@ func canonicalJSON(raw []byte) string {
 type anthropicFormat struct {
 	raw      map[string]json.RawMessage
 	messages []json.RawMessage
-	origin   []int // for each history message, the client message it came from (-1: system)
-	parts    []int // for each client message, how many history messages it became
+	origin   []int  // for each history message, the client message it came from (-1: system)
+	parts    []int  // for each client message, how many history messages it became
+	thinking []bool // for each client message, whether it holds a thinking block
 }
 
 func (f *anthropicFormat) path() string { return "/v1/messages" }
@@ -216,82 +222,150 @@ type anthropicTurn struct {
 // body is the client's request with the window in place of its messages
 // and system prompt. A client message whose every part is in the window as
 // stored goes in the client's own form; the others are written from what
-// ctxd stored. Turns of one role in a row are merged (the API alternates
-// user and assistant), and a window that starts with the assistant gets a
-// user turn first.
+// ctxd stored, but for the final assistant turn, which goes whole when it
+// holds a thinking block (the API requires it to start with one). Turns of
+// one role in a row are merged (the API alternates user and assistant),
+// and a window that starts with the assistant gets a user turn first. The
+// client's system prompt goes as sent, ctxd's system messages (summaries,
+// notes) as text blocks after it, so its cache_control breakpoints stay.
 func (f *anthropicFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 	verbatim := map[int]int{}
-	for _, m := range w.Messages {
+	finalAssistant := -1
+	for i, m := range w.Messages {
 		if m.Client >= 0 && f.origin[m.Client] >= 0 {
 			verbatim[f.origin[m.Client]]++
 		}
+		if m.Role == memory.RoleAssistant {
+			finalAssistant = i
+		}
 	}
-	var system []string
-	systemAsSent := true
+
+	var clientSystem bool
+	var extra []json.RawMessage
 	var turns []anthropicTurn
-	add := func(role string, blocks ...json.RawMessage) {
+	// at is where each window message's last block went (turn, block;
+	// turn -1: the system prompt): the cache breakpoint's place.
+	at := make([][2]int, len(w.Messages))
+	add := func(role string, blocks ...json.RawMessage) [2]int {
 		if n := len(turns); n > 0 && turns[n-1].Role == role {
 			turns[n-1].Content = append(turns[n-1].Content, blocks...)
-			return
+		} else {
+			turns = append(turns, anthropicTurn{Role: role, Content: blocks})
 		}
-		turns = append(turns, anthropicTurn{Role: role, Content: blocks})
+		return [2]int{len(turns) - 1, len(turns[len(turns)-1].Content) - 1}
 	}
 	done := map[int]bool{}
-	for _, m := range w.Messages {
+	for i, m := range w.Messages {
+		at[i] = [2]int{-1, -1}
 		if m.Role == memory.RoleSystem {
-			system = append(system, m.Content)
-			systemAsSent = systemAsSent && m.Client >= 0 && f.origin[m.Client] == -1
-			continue
-		}
-		if m.Client >= 0 {
-			ci := f.origin[m.Client]
-			if done[ci] {
-				continue
-			}
-			if verbatim[ci] == f.parts[ci] {
-				done[ci] = true
-				var am anthropicMessage
-				if err := json.Unmarshal(f.messages[ci], &am); err != nil {
-					return nil, err
-				}
-				blocks, err := rawBlocks(am.Content)
+			if m.Client >= 0 && f.origin[m.Client] == -1 {
+				clientSystem = true
+			} else {
+				b, err := json.Marshal(anthropicBlock{Type: "text", Text: m.Content})
 				if err != nil {
 					return nil, err
 				}
-				add(am.Role, blocks...)
+				extra = append(extra, b)
+			}
+			continue
+		}
+		if m.Client >= 0 && verbatim[f.origin[m.Client]] == f.parts[f.origin[m.Client]] {
+			ci := f.origin[m.Client]
+			if done[ci] {
+				at[i] = at[i-1]
 				continue
 			}
+			done[ci] = true
+			var am anthropicMessage
+			if err := json.Unmarshal(f.messages[ci], &am); err != nil {
+				return nil, err
+			}
+			blocks, err := rawBlocks(am.Content)
+			if err != nil {
+				return nil, err
+			}
+			at[i] = add(am.Role, blocks...)
+			continue
 		}
 		role, blocks, err := toAnthropic(m.Message)
 		if err != nil {
 			return nil, err
 		}
-		add(role, blocks...)
+		if i == finalAssistant && m.Origin >= 0 && f.origin[m.Origin] >= 0 && f.thinking[f.origin[m.Origin]] {
+			// cut or pruned: its thinking blocks go first, as the client
+			// sent them (signature and all), then what ctxd stored
+			think, err := f.thinkingBlocks(f.origin[m.Origin])
+			if err != nil {
+				return nil, err
+			}
+			blocks = append(think, blocks...)
+		}
+		at[i] = add(role, blocks...)
 	}
 	if len(turns) > 0 && turns[0].Role == "assistant" {
 		b, _ := json.Marshal(anthropicBlock{Type: "text", Text: "[ctxd: earlier turns of this conversation are stored in ctxd]"})
 		turns = append([]anthropicTurn{{Role: "user", Content: []json.RawMessage{b}}}, turns...)
+		for i := range at {
+			if at[i][0] >= 0 {
+				at[i][0]++
+			}
+		}
 	}
 	out := make(map[string]json.RawMessage, len(f.raw))
 	for k, v := range f.raw {
 		out[k] = v
 	}
+	var system []json.RawMessage
+	if clientSystem {
+		var err error
+		if system, err = rawBlocks(f.raw["system"]); err != nil {
+			return nil, err
+		}
+	}
 	switch {
-	case len(system) == 0:
+	case len(system)+len(extra) == 0:
 		delete(out, "system")
-	case !systemAsSent || len(system) > 1:
-		b, err := json.Marshal(strings.Join(system, "\n\n"))
+	case len(extra) > 0:
+		b, err := json.Marshal(append(system, extra...))
 		if err != nil {
 			return nil, err
 		}
 		out["system"] = b
+		system = append(system, extra...)
+	}
+	if err := f.placeBreakpoint(out, system, turns, w, at); err != nil {
+		return nil, err
 	}
 	b, err := json.Marshal(turns)
 	if err != nil {
 		return nil, err
 	}
 	out["messages"] = b
+	lowerAnswer(out, w, "max_tokens")
 	return json.Marshal(out)
+}
+
+// thinkingBlocks are client message ci's thinking and redacted_thinking
+// blocks, as sent.
+func (f *anthropicFormat) thinkingBlocks(ci int) ([]json.RawMessage, error) {
+	var am anthropicMessage
+	if err := json.Unmarshal(f.messages[ci], &am); err != nil {
+		return nil, err
+	}
+	blocks, err := rawBlocks(am.Content)
+	if err != nil {
+		return nil, err
+	}
+	var out []json.RawMessage
+	for _, b := range blocks {
+		var t struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(b, &t) == nil && (t.Type == "thinking" || t.Type == "redacted_thinking") {
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
 
 // rawBlocks splits a content field into its blocks, as sent.

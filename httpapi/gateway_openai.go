@@ -126,6 +126,7 @@ func (f *openaiFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 		return nil, err
 	}
 	out["messages"] = b
+	lowerAnswer(out, w, "max_tokens", "max_completion_tokens")
 	return json.Marshal(out)
 }
 

@@ -329,6 +329,7 @@ func (f *responsesFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 		return nil, err
 	}
 	out["input"] = b
+	lowerAnswer(out, w, "max_output_tokens")
 	return json.Marshal(out)
 }
 

@@ -48,10 +48,17 @@ type Gateway struct {
 	// the first call.
 	mu     sync.Mutex
 	ratios map[string]float64
+	// compactions is each session's compaction count when its last window
+	// was built: a compaction that storing the last answer ran (after that
+	// call's headers went) is told with the next window, the first it
+	// shaped.
+	compactions map[string]int
 }
 
 // NewGateway returns the gateway of s.
-func NewGateway(s *Service) *Gateway { return &Gateway{s: s, ratios: map[string]float64{}} }
+func NewGateway(s *Service) *Gateway {
+	return &Gateway{s: s, ratios: map[string]float64{}, compactions: map[string]int{}}
+}
 
 // Calibration bounds: the margin added to what the provider reported, and
 // the range a ratio is kept in. It never goes below 1: a provider that
@@ -82,18 +89,45 @@ func (g *Gateway) Calibrate(ctx context.Context, session string, sent, reported 
 	key := TenantFromContext(ctx) + "\x00" + session
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if reported <= sent {
-		// The provider counts no more than ctxd (its tokenizer is the
-		// session's encoding, as OpenAI's is): ctxd's count is safe as it
-		// is, and a margin would only leave a twentieth of every window
-		// empty.
+	// A provider that counts no more than ctxd (its tokenizer is the
+	// session's encoding, as OpenAI's is) needs no margin: it would only
+	// leave a twentieth of every window empty.
+	target := minRatio
+	if reported > sent {
+		target = min(max(float64(reported)/float64(sent)*calibrationMargin, minRatio), maxRatio)
+	}
+	old, ok := g.ratios[key]
+	if ok && target < old {
+		// One report under the ratio (a window ctxd over-counted, one
+		// mostly of text that tokenizes alike) does not undo what the
+		// others showed: a ratio reset to 1 overfilled the next window
+		// in the provider's count. It comes down a quarter of the way.
+		target = old - (old-target)/4
+	}
+	if target <= minRatio+0.001 {
 		delete(g.ratios, key)
 		return
 	}
 	if len(g.ratios) >= maxRatios {
 		clear(g.ratios)
 	}
-	g.ratios[key] = min(max(float64(reported)/float64(sent)*calibrationMargin, minRatio), maxRatio)
+	g.ratios[key] = target
+}
+
+// compactionsSeen answers the session's compaction count at its last
+// window (before, for a session not seen since the start) and records now.
+func (g *Gateway) compactionsSeen(key string, before, now int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen, ok := g.compactions[key]
+	if !ok {
+		seen = before
+	}
+	if len(g.compactions) >= maxRatios {
+		clear(g.compactions)
+	}
+	g.compactions[key] = now
+	return seen
 }
 
 // ratio is the session's calibration, 1 until the upstream reported usage.
@@ -167,6 +201,11 @@ type GatewayMessage struct {
 	// own form then, so content ctxd does not model (images, cache
 	// controls, thinking blocks) passes through intact.
 	Client int
+	// Origin is that index whenever the message was stored from this
+	// call's history, sent as stored or not (-1: not from it). An adapter
+	// that must keep a turn whole (Anthropic's final assistant turn with
+	// its thinking block) sends the client's form from it.
+	Origin int
 }
 
 // GatewayWindow is what the gateway sends upstream in place of the
@@ -182,6 +221,11 @@ type GatewayWindow struct {
 	Superseded []string // stored messages the client's history replaced
 	Recovered  int      // cold messages brought back for this window
 	Compacted  bool     // a compaction ran during this call
+	// Answer is the answer's reserve the window was built with: the
+	// client's max tokens, or less when they would leave the history less
+	// than half of the window (AnswerLowered); the adapter sends it.
+	Answer        int
+	AnswerLowered bool
 	// StablePrefix is how many leading Messages repeat the session's
 	// previous window exactly (see ContextResult.StablePrefix): where the
 	// adapter places the provider's cache breakpoint.
@@ -225,12 +269,17 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	// The window and the answer are in the provider's count; the tools and
 	// the history in ctxd's, scaled by the session's calibration.
 	ratio := g.ratio(tenant, req.Session)
-	maxTokens := int(float64(window-req.Reserve)/ratio) - tools
+	answer, lowered := fitAnswer(window, req.Reserve, int(float64(tools)*ratio))
+	maxTokens := int(float64(window-answer)/ratio) - tools
 	if maxTokens < 1 {
 		return nil, Errorf(EINVALID, "the model's context window (%d tokens) leaves no room for the history after %d tokens for the answer and %d for the tools: lower max_tokens or set X-Ctxd-Context-Window",
 			window, req.Reserve, tools)
 	}
-	out := &GatewayWindow{Session: req.Session, MaxTokens: maxTokens, ToolTokens: tools, Ratio: ratio}
+	out := &GatewayWindow{Session: req.Session, MaxTokens: maxTokens, ToolTokens: tools, Ratio: ratio, Answer: answer, AnswerLowered: lowered}
+	before, err := g.s.Store.Session(ctx, tenant, req.Session)
+	if err != nil {
+		return nil, err
+	}
 	client, err := g.sync(ctx, tenant, req, out)
 	if err != nil {
 		return nil, err
@@ -255,14 +304,43 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 		return nil, err
 	}
 	out.Tokens, out.Recovered = res.Tokens, len(res.Recovered)+len(res.AnswerOnly)
+	out.StablePrefix = res.StablePrefix
 	for _, wm := range res.Messages {
-		gm := GatewayMessage{WindowMessage: wm, Client: -1}
-		if i, ok := client[wm.ID]; ok && wm.PruneLevel == 0 && wm.Content == req.History[i].Content {
-			gm.Client = i
+		gm := GatewayMessage{WindowMessage: wm, Client: -1, Origin: -1}
+		if i, ok := client[wm.ID]; ok {
+			gm.Origin = i
+			if wm.PruneLevel == 0 && wm.Content == req.History[i].Content {
+				gm.Client = i
+			}
 		}
 		out.Messages = append(out.Messages, gm)
 	}
+	// Compactions run on the writes (this call's, or the last answer's),
+	// before the window and in the retry: the session's count says whether
+	// any did since the session's last window.
+	if after, err := g.s.Store.Session(ctx, tenant, req.Session); err == nil {
+		out.Compacted = out.Compacted || after.Compactions > g.compactionsSeen(tenant+"\x00"+req.Session, before.Compactions, after.Compactions)
+	}
 	return out, nil
+}
+
+// minAnswer is the least a lowered answer reserve keeps: room for a tool
+// call, and above Anthropic's least thinking budget (1,024).
+const minAnswer = 2048
+
+// fitAnswer is the answer's reserve: the client's, unless it would leave
+// the history less than half of the window after the tools (Claude Code
+// asks for 32,000 whatever the window); then half of that room, never
+// under minAnswer or the client's own smaller figure. Refusing the call
+// would break the agent; a shorter answer limit only ends a long answer
+// sooner.
+func fitAnswer(window, reserve, tools int) (int, bool) {
+	room := window - tools
+	if reserve <= room/2 {
+		return reserve, false
+	}
+	lowered := max(room/2, min(reserve, minAnswer))
+	return lowered, lowered < reserve
 }
 
 // setWindow gives the session the model's window (0: keep the session's,

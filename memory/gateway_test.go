@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
 func TestGatewaySessionID(t *testing.T) {
@@ -64,18 +65,23 @@ func TestGatewayCalibrationsBounded(t *testing.T) {
 	}
 }
 
-// A provider that counts a window as ctxd does (or fewer) leaves the
-// session uncalibrated: the margin is for a tokenizer that counts more,
-// and on an OpenAI model it would leave part of every window empty. One
-// that counts more gets its ratio with the margin, within the bounds.
+// A provider that counts a window as ctxd does (or fewer) leaves a new
+// session uncalibrated: the margin is for a tokenizer that counts more, and
+// on an OpenAI model it would leave part of every window empty. One that
+// counts more gets its ratio with the margin, within the bounds. A lower
+// report brings a ratio only a quarter of the way down: one window ctxd
+// over-counted reset the ratio to 1, and the next overfilled.
 func TestGatewayCalibrationRatio(t *testing.T) {
 	g := memory.NewGateway(&memory.Service{})
 	ctx := memory.NewContextWithTenant(context.Background(), "t")
+	r := 1.3 * 1.05
+	down := func(target float64) float64 { r -= (r - target) / 4; return r }
 	for _, tc := range []struct {
 		sent, reported int
 		want           float64
 	}{
-		{1000, 1300, 1.3 * 1.05}, {1000, 1000, 1}, {1000, 1300, 1.3 * 1.05}, {1000, 900, 1}, {1000, 1001, 1.001 * 1.05},
+		{1000, 1000, 1}, {1000, 900, 1}, {1000, 1300, 1.3 * 1.05}, {1000, 1000, down(1)}, {1000, 900, down(1)},
+		{1000, 1400, 1.4 * 1.05},
 		{100, 1000, 4}, {0, 1000, 4}, // nothing sent: nothing learnt, the ratio before stays
 	} {
 		g.Calibrate(ctx, "s", tc.sent, tc.reported)
@@ -85,5 +91,28 @@ func TestGatewayCalibrationRatio(t *testing.T) {
 	}
 	if got := g.Ratio("other", "s"); got != 1 {
 		t.Errorf("another tenant's session has ratio %v", got)
+	}
+}
+
+// The newest input is counted once in the window even when a flush turn's
+// notes were stored after it: counted again as a prompt, it took its size
+// twice from the budget, and the next calibration reset.
+func TestGatewayNotesDoNotRecountTheInput(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := memory.NewContextWithTenant(context.Background(), "t")
+	g := memory.NewGateway(h.Service)
+	input := "the tool's output: " + strings.Repeat("checksum ok. ", 200)
+	if _, err := h.Append(ctx, "s", []*memory.Message{{Role: memory.RoleUser, Content: "read it"}, {Role: memory.RoleUser, Content: input}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SaveNotes(ctx, "s", []string{"the task: read it"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Context(ctx, "s", memory.ContextRequest{Prompt: input, MaxTokens: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Budget.PromptTokens != 0 {
+		t.Fatalf("the input was counted again as a %d-token prompt", res.Budget.PromptTokens)
 	}
 }

@@ -203,7 +203,14 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 	// the prompt is the newest message (or the start of it), which the
 	// window holds already. Counting it again took up to a sixth of a
 	// coding agent's budget (its prompts are tool outputs).
-	if n := len(b.window); n > 0 && req.Prompt != "" && b.window[n-1].Seq == sess.LastSeq && strings.HasPrefix(b.window[n-1].Content, req.Prompt) {
+	// Notes the gateway stored after the input (a flush turn's) do not
+	// make it any less the newest: counted again, it overfilled the window.
+	n := len(b.window)
+	last := sess.LastSeq
+	for n > 0 && IsGatewayNote(b.window[n-1]) && b.window[n-1].Seq == last {
+		n, last = n-1, last-1
+	}
+	if n > 0 && req.Prompt != "" && b.window[n-1].Seq == last && strings.HasPrefix(b.window[n-1].Content, req.Prompt) {
 		b.promptStored = true
 	}
 	if strings.TrimSpace(req.Prompt) != "" && !b.promptStored {

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ctxd/ctxd/tokenizer"
+)
+
+// claudeUpstream is a fake Anthropic Messages API that validates like the
+// real one: roles alternate from a user turn, every tool_use has its
+// tool_result in the next turn and every tool_result its tool_use in the
+// turn before, with thinking on the final assistant turn starts with a
+// thinking block whose signature is one it issued for that text, at most
+// four cache_control breakpoints, budget_tokens under max_tokens, and the
+// prompt plus max_tokens within the window in its own count (o200k_base
+// plus a fifth, as a Claude tokenizer counts more). It answers thinking
+// and a tool call until steps have run, then thinking and text; a flush
+// turn with a save_memory call.
+type claudeUpstream struct {
+	*fakeUpstream
+	mu        sync.Mutex
+	window    int
+	steps     int
+	step      int
+	signed    map[string]string // signature -> thinking text
+	overflows int
+	rejected  []string
+}
+
+func (u *claudeUpstream) count(tok *tokenizer.Tokenizer, s string) int {
+	n, _ := tok.Count("o200k_base", s)
+	return n + n/5
+}
+
+func newClaudeUpstream(t *testing.T, window, steps int) *claudeUpstream {
+	tok := tokenizer.New()
+	u := &claudeUpstream{window: window, steps: steps, signed: map[string]string{}}
+	fail := func(w http.ResponseWriter, msg string) {
+		u.rejected = append(u.rejected, msg)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": msg}})
+	}
+	u.fakeUpstream = newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.fakeUpstream.mu.Lock()
+		raw := u.fakeUpstream.requests[len(u.fakeUpstream.requests)-1].Raw
+		u.fakeUpstream.mu.Unlock()
+		var req struct {
+			System    json.RawMessage `json:"system"`
+			Tools     json.RawMessage `json:"tools"`
+			MaxTokens int             `json:"max_tokens"`
+			Thinking  *struct {
+				Type   string `json:"type"`
+				Budget int    `json:"budget_tokens"`
+			} `json:"thinking"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content []struct {
+					Type         string          `json:"type"`
+					Text         string          `json:"text"`
+					Thinking     string          `json:"thinking"`
+					Signature    string          `json:"signature"`
+					ID           string          `json:"id"`
+					Input        json.RawMessage `json:"input"`
+					ToolUseID    string          `json:"tool_use_id"`
+					Content      json.RawMessage `json:"content"`
+					CacheControl json.RawMessage `json:"cache_control"`
+				} `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(raw, &req); err != nil {
+			fail(w, "messages: Input should be a valid list: "+err.Error())
+			return
+		}
+		if r.URL.RawQuery != "beta=true" || r.Header.Get("Anthropic-Beta") != "interleaved-thinking-2025-05-14" {
+			fail(w, fmt.Sprintf("query %q anthropic-beta %q: not forwarded", r.URL.RawQuery, r.Header.Get("Anthropic-Beta")))
+			return
+		}
+		thinking := req.Thinking != nil && req.Thinking.Type == "enabled"
+		if thinking && req.Thinking.Budget >= req.MaxTokens {
+			fail(w, "`max_tokens` must be greater than `thinking.budget_tokens`")
+			return
+		}
+		tokens := u.count(tok, string(req.System)) + u.count(tok, string(req.Tools))
+		breakpoints := strings.Count(string(req.System), `"cache_control"`) + strings.Count(string(req.Tools), `"cache_control"`)
+		var uses map[string]bool
+		last := ""
+		lastAssistant := -1
+		for i, m := range req.Messages {
+			want := "user"
+			if i%2 == 1 {
+				want = "assistant"
+			}
+			if m.Role != want {
+				fail(w, fmt.Sprintf("messages.%d: roles must alternate, starting with user", i))
+				return
+			}
+			results := map[string]bool{}
+			for j, b := range m.Content {
+				if len(b.CacheControl) > 0 {
+					breakpoints++
+				}
+				tokens += u.count(tok, b.Text+b.Thinking+string(b.Input)+string(b.Content))
+				switch b.Type {
+				case "thinking":
+					if u.signed[b.Signature] != b.Thinking {
+						fail(w, fmt.Sprintf("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j))
+						return
+					}
+				case "tool_result":
+					if !uses[b.ToolUseID] {
+						fail(w, fmt.Sprintf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID))
+						return
+					}
+					results[b.ToolUseID] = true
+				}
+				last = b.Type + ":" + b.Text
+			}
+			if m.Role == "user" {
+				for id := range uses {
+					if !results[id] {
+						fail(w, fmt.Sprintf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s", i, id))
+						return
+					}
+				}
+				uses = nil
+				continue
+			}
+			lastAssistant = i
+			uses = map[string]bool{}
+			for _, b := range m.Content {
+				if b.Type == "tool_use" {
+					uses[b.ID] = true
+				}
+			}
+		}
+		if len(req.Messages)%2 == 0 {
+			fail(w, "the last message must be the user's")
+			return
+		}
+		if thinking && lastAssistant >= 0 {
+			if c := req.Messages[lastAssistant].Content; len(c) == 0 || (c[0].Type != "thinking" && c[0].Type != "redacted_thinking") {
+				fail(w, fmt.Sprintf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block.", lastAssistant, c[0].Type))
+				return
+			}
+		}
+		if breakpoints > 4 {
+			fail(w, fmt.Sprintf("A maximum of 4 blocks with cache_control may be provided. Found %d.", breakpoints))
+			return
+		}
+		if tokens+req.MaxTokens > u.window {
+			u.overflows++
+			fail(w, fmt.Sprintf("input length and `max_tokens` exceed context limit: %d + %d > %d, decrease input length or `max_tokens` and try again", tokens, req.MaxTokens, u.window))
+			return
+		}
+		n := len(u.signed) + 1
+		think := fmt.Sprintf("Thinking %d about the next step.", n)
+		sig := "sig-" + strconv.Itoa(n) + "-EqQBCkgIAxABGAIiQL"
+		u.signed[sig] = think
+		blocks := []any{map[string]any{"type": "thinking", "thinking": think, "signature": sig}}
+		switch {
+		case strings.Contains(last, "[ctxd] This conversation is about to be compacted"):
+			blocks = append(blocks, map[string]any{"type": "tool_use", "id": "toolu_note" + strconv.Itoa(n), "name": "save_memory", "input": map[string]any{"note": "the task: find the failing part"}})
+		case u.step < u.steps:
+			u.step++
+			if u.step == u.steps {
+				// a long plan before the last call: too long for the
+				// window, it is cut, and its turn must still go whole
+				blocks = append(blocks, map[string]any{"type": "text", "text": strings.Repeat("The plan, step by step, in detail. ", 1400)})
+			}
+			blocks = append(blocks, map[string]any{"type": "tool_use", "id": "toolu_" + strconv.Itoa(u.step), "name": "Bash",
+				"input": map[string]any{"command": fmt.Sprintf("cat part%d.log", u.step), "description": "read a part"}})
+		default:
+			blocks = append(blocks, map[string]any{"type": "text", "text": "done"})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": "msg_" + strconv.Itoa(n), "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+			"content": blocks, "stop_reason": "tool_use", "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": tokens, "output_tokens": 20, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}})
+	})
+	return u
+}
+
+// TestGatewayClaudeCodeDefaults runs a Claude Code-like session through
+// POST /v1/messages?beta=true with its defaults (max_tokens 32,000,
+// thinking on with a budget of 31,999, a system prompt of blocks with a
+// cache_control breakpoint, anthropic-beta) in a 24,000-token window with
+// ~1,000-token tool outputs: max_tokens is lowered to fit and said in
+// X-Ctxd-Max-Tokens, the final assistant turn keeps its thinking block
+// and signature through compactions, the breakpoints stay within four,
+// and no request passes the window in the provider's count.
+func TestGatewayClaudeCodeDefaults(t *testing.T) {
+	const window, steps = 24_000, 24
+	up := newClaudeUpstream(t, window, steps)
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	h := http.Header{"X-Api-Key": {"sk-ant-up"}, "Anthropic-Version": {"2023-06-01"}, "Anthropic-Beta": {"interleaved-thinking-2025-05-14"},
+		"X-Ctxd-Context-Window": {strconv.Itoa(window)}, "X-Claude-Code-Session-Id": {"3f2a9c1e-claude"}}
+	system := []any{
+		map[string]any{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+		map[string]any{"type": "text", "text": "You are an interactive CLI tool that helps users with software engineering tasks. " + strings.Repeat("Follow the instructions. ", 200),
+			"cache_control": map[string]any{"type": "ephemeral"}},
+	}
+	tools := []any{map[string]any{"name": "Bash", "description": "Run a shell command. " + strings.Repeat("Use it well. ", 100),
+		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}}}}
+	messages := []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "Find the failing part.",
+		"cache_control": map[string]any{"type": "ephemeral"}}}}}
+	compactions, lowered := 0, ""
+	for call := 1; call <= steps+1; call++ {
+		status, hdr, body := postGateway(t, ts, "/v1/messages?beta=true", h, map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 32000,
+			"thinking": map[string]any{"type": "enabled", "budget_tokens": 31999}, "system": system, "tools": tools, "messages": messages,
+			"metadata": map[string]any{"user_id": "user_abc_account__session_3f2a9c1e"}})
+		if status != 200 {
+			t.Fatalf("call %d: %d %s (upstream rejected %q)", call, status, body, up.rejected)
+		}
+		if hdr.Get("X-Ctxd-Compacted") == "true" {
+			compactions++
+		}
+		lowered = hdr.Get("X-Ctxd-Max-Tokens")
+		var ans struct {
+			Content []map[string]any `json:"content"`
+		}
+		json.Unmarshal(body, &ans)
+		messages = append(messages, map[string]any{"role": "assistant", "content": ans.Content})
+		tool := ans.Content[len(ans.Content)-1]
+		if tool["type"] != "tool_use" {
+			if call != steps+1 {
+				t.Fatalf("answered text at call %d", call)
+			}
+			break
+		}
+		lines := make([]string, 70)
+		for i := range lines {
+			lines[i] = fmt.Sprintf("%s line %d: checksum %d status ok", tool["id"], i, i*7919%1000)
+		}
+		messages = append(messages, map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": tool["id"],
+			"content": strings.Join(lines, "\n")}}})
+	}
+	if lowered == "" {
+		t.Fatal("no X-Ctxd-Max-Tokens: max_tokens 32,000 was not lowered")
+	}
+	if sent := up.last(t).Body["max_tokens"].(float64); strconv.Itoa(int(sent)) != lowered {
+		t.Fatalf("upstream max_tokens %v, header %s", sent, lowered)
+	}
+	if up.overflows != 0 || len(up.rejected) != 0 {
+		t.Fatalf("the upstream refused %d requests (%d over the window): %q", len(up.rejected), up.overflows, up.rejected)
+	}
+	// X-Ctxd-Compacted tells each compaction (here old tool outputs are
+	// pruned in the window, and none is needed).
+	if st := ts.sessionStatus("user_abc_account__session_3f2a9c1e"); int(st["compactions"].(float64)) != compactions {
+		t.Fatalf("X-Ctxd-Compacted true on %d calls, the session compacted %v times", compactions, st["compactions"])
+	}
+}
