@@ -20,15 +20,28 @@ import (
 // it, caps what is read when the length is not declared, and holds the body's
 // share of the bytes-in-flight budget until the answer is written.
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return s.limitBodyTo(s.opts.BodyLimit)(next)
+}
+
+// limitBodyTo is limitBody with its own limit (the gateway's: an agent
+// resends its whole history on every call).
+func (s *Server) limitBodyTo(limit int64) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return s.limitedBody(next, limit)
+	}
+}
+
+func (s *Server) limitedBody(next echo.HandlerFunc, limit int64) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if r.ContentLength > s.opts.BodyLimit {
-			return memory.Errorf(memory.ETOOLARGE, "request body of %d bytes is over the limit of %d; send fewer messages per call", r.ContentLength, s.opts.BodyLimit)
+		if r.ContentLength > limit {
+			return memory.Errorf(memory.ETOOLARGE, "request body of %d bytes is over the limit of %d; send fewer messages per call", r.ContentLength, limit)
 		}
-		// A body of unknown length (chunked) may grow to the limit.
+		// A body of unknown length (chunked) may grow to the limit; it
+		// weighs no more than the API's own limit in the in-flight budget.
 		weight := r.ContentLength
 		if weight < 0 {
-			weight = s.opts.BodyLimit
+			weight = min(limit, s.opts.BodyLimit)
 		}
 		if s.bodies != nil && weight > 0 {
 			if !s.bodies.take(weight) {
@@ -37,7 +50,7 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			defer s.bodies.give(weight)
 		}
-		r.Body = http.MaxBytesReader(c.Response(), r.Body, s.opts.BodyLimit)
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
 		return next(c)
 	}
 }

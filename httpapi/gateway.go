@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,7 +39,16 @@ type GatewayOptions struct {
 	// FlushTurn lets the gateway give the model one turn to save notes
 	// before a compaction (see memory.FlushInstruction).
 	FlushTurn bool
+	// BodyLimit bounds a model call's body; DefaultGatewayBodyLimit when
+	// 0 (never under the API's own limit).
+	BodyLimit int64
 }
+
+// DefaultGatewayBodyLimit is the largest model call accepted: an agent
+// resends its whole history on every call, and ctxd's window keeps the
+// model from ever telling it to shrink (a 44-step session was 512 KB; a
+// 1,000-step one passes 8 MiB).
+const DefaultGatewayBodyLimit = 256 << 20
 
 // Gateway headers (declared in api): the session and window asked for,
 // and what ctxd did for this call.
@@ -328,6 +338,7 @@ func (s *Server) relayStream(c echo.Context, keep context.Context, call gatewayC
 // saved; it reports whether any were. Its failures are logged, not
 // returned: the client's own call goes on without the notes.
 func (s *Server) flushTurn(ctx context.Context, in http.Header, call gatewayCall, win *memory.GatewayWindow) bool {
+	s.gateway.Flushed(ctx, win.Session) // a model call, whatever comes of it
 	body, err := call.format.flushBody(win)
 	if err != nil {
 		s.opts.Logger.Warn("gateway: render the flush turn", "session", win.Session, "err", err)
@@ -428,6 +439,10 @@ func ignoreClientGone(error) error { return nil }
 // the gateway does not read is passed to the upstream as the client sent it.
 func decodeModelCall(c echo.Context, req any) (map[string]json.RawMessage, error) {
 	body, err := readBody(c.Request())
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, memory.Errorf(memory.ETOOLARGE, "request body is over the gateway's limit of %d bytes", tooBig.Limit)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -118,3 +118,12 @@ func setBreakpoint(block, cc json.RawMessage) json.RawMessage {
 	}
 	return b
 }
+
+// cacheKey gives an OpenAI request the session as its prompt_cache_key
+// when the client named none: the provider routes a conversation's calls
+// to the same cache by it.
+func cacheKey(out map[string]json.RawMessage, w *memory.GatewayWindow) {
+	if _, ok := out["prompt_cache_key"]; !ok {
+		out["prompt_cache_key"], _ = json.Marshal("ctxd-" + w.Session)
+	}
+}

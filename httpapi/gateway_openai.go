@@ -127,6 +127,7 @@ func (f *openaiFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 	}
 	out["messages"] = b
 	lowerAnswer(out, w, "max_tokens", "max_completion_tokens")
+	cacheKey(out, w)
 	return json.Marshal(out)
 }
 

@@ -330,6 +330,7 @@ func (f *responsesFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 	}
 	out["input"] = b
 	lowerAnswer(out, w, "max_output_tokens")
+	cacheKey(out, w)
 	return json.Marshal(out)
 }
 

@@ -93,6 +93,9 @@ var openapiJSON []byte
 
 // New builds the routes for svc.
 func New(svc *memory.Service, opts Options) *Server {
+	if opts.Gateway.BodyLimit <= 0 {
+		opts.Gateway.BodyLimit = DefaultGatewayBodyLimit
+	}
 	if opts.BodyLimit <= 0 {
 		opts.BodyLimit = DefaultBodyLimit
 	}
@@ -186,7 +189,7 @@ func New(svc *memory.Service, opts Options) *Server {
 	// the provider's) and no request timeout: a streamed answer may take
 	// longer than any bound set for ctxd's own calls. POST /v1/messages is
 	// its own route; /v1/messages/:id (a stored message) does not match it.
-	gw := []echo.MiddlewareFunc{s.admitGateway, s.limitBody}
+	gw := []echo.MiddlewareFunc{s.admitGateway, s.limitBodyTo(max(opts.Gateway.BodyLimit, opts.BodyLimit))}
 	v1.POST("/chat/completions", s.chatCompletions, gw...)
 	v1.POST("/messages", s.anthropicMessages, gw...)
 	v1.POST("/responses", s.responses, gw...)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -53,11 +54,14 @@ type Gateway struct {
 	// call's headers went) is told with the next window, the first it
 	// shaped.
 	compactions map[string]int
+	// calls counts each session's calls, and flushedAt the call of its
+	// last flush turn: flush turns are spaced (minCallsPerFlush).
+	calls, flushedAt map[string]int
 }
 
 // NewGateway returns the gateway of s.
 func NewGateway(s *Service) *Gateway {
-	return &Gateway{s: s, ratios: map[string]float64{}, compactions: map[string]int{}}
+	return &Gateway{s: s, ratios: map[string]float64{}, compactions: map[string]int{}, calls: map[string]int{}, flushedAt: map[string]int{}}
 }
 
 // Calibration bounds: the margin added to what the provider reported, and
@@ -112,6 +116,35 @@ func (g *Gateway) Calibrate(ctx context.Context, session string, sent, reported 
 		clear(g.ratios)
 	}
 	g.ratios[key] = target
+}
+
+// minCallsPerFlush spaces a session's flush turns: each is one more model
+// call, and a small window compacts every few calls; one in twenty keeps
+// them under 5 per 100 client calls.
+const minCallsPerFlush = 20
+
+// flushAllowed counts one call of the session (not a retry) and reports
+// whether a flush turn due now may run.
+func (g *Gateway) flushAllowed(key string, retry bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !retry {
+		if len(g.calls) >= maxRatios {
+			clear(g.calls)
+			clear(g.flushedAt)
+		}
+		g.calls[key]++
+	}
+	last, ok := g.flushedAt[key]
+	return !ok || g.calls[key]-last >= minCallsPerFlush
+}
+
+// Flushed records that the session's flush turn ran on this call.
+func (g *Gateway) Flushed(ctx context.Context, session string) {
+	key := TenantFromContext(ctx) + "\x00" + session
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.flushedAt[key] = g.calls[key]
 }
 
 // compactionsSeen answers the session's compaction count at its last
@@ -303,6 +336,7 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	if err != nil {
 		return nil, err
 	}
+	out.FlushDue = out.FlushDue && g.flushAllowed(tenant+"\x00"+req.Session, req.Harder)
 	out.Tokens, out.Recovered = res.Tokens, len(res.Recovered)+len(res.AnswerOnly)
 	out.StablePrefix = res.StablePrefix
 	for _, wm := range res.Messages {
@@ -585,20 +619,48 @@ const maxFlushNotes = 20
 // and take no part in matching the client's history. ECONFLICT when they
 // would pass the session's pinned budget.
 func (g *Gateway) SaveNotes(ctx context.Context, session string, notes []string) error {
+	tenant := TenantFromContext(ctx)
+	stored, err := g.s.Store.Messages(ctx, tenant, session, MessageQuery{States: []State{StateActive, StateRecovered}})
+	if err != nil && ErrorCode(err) != ENOTFOUND {
+		return err
+	}
+	// A note the session holds already is not stored again: a model asked
+	// twice saves much the same facts.
+	seen := map[string]bool{}
+	for _, m := range stored {
+		if IsGatewayNote(m) {
+			seen[noteKey(strings.TrimPrefix(m.Content, notePrefix))] = true
+		}
+	}
 	var msgs []*Message
 	for _, n := range notes {
-		if n = strings.TrimSpace(n); n != "" && len(msgs) < maxFlushNotes {
-			msgs = append(msgs, &Message{Role: RoleSystem, Content: "Note saved before compaction: " + n, Pinned: true,
+		n = strings.TrimSpace(n)
+		if seen[noteKey(n)] {
+			continue
+		}
+		seen[noteKey(n)] = true
+		if n != "" && len(msgs) < maxFlushNotes {
+			msgs = append(msgs, &Message{Role: RoleSystem, Content: notePrefix + n, Pinned: true,
 				Metadata: map[string]any{GatewayNoteKey: true}})
 		}
 	}
 	if len(msgs) == 0 {
 		return nil
 	}
-	unlock := g.lock(TenantFromContext(ctx), session)
+	unlock := g.lock(tenant, session)
 	defer unlock()
 	if _, err := g.s.Append(ctx, session, msgs); err != nil {
 		return fmt.Errorf("store the flush turn's notes: %w", err)
 	}
 	return nil
+}
+
+const notePrefix = "Note saved before compaction: "
+
+// noteKey is what two notes that say the same thing share: their words,
+// lowercased, without punctuation.
+func noteKey(s string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}), " ")
 }

@@ -243,6 +243,10 @@ func TestGatewayResponsesToolLoop(t *testing.T) {
 		}
 		input = append(input, map[string]any{"type": "function_call_output", "call_id": last["call_id"], "output": strings.Join(lines, "\n")})
 	}
+	// Flush turns are spaced: at most one in 20 calls (< 5 per 100).
+	if extra := up.count() - (steps + 1); extra > 1 {
+		t.Fatalf("%d model calls for %d client calls: %d flush turns, want at most 1", up.count(), steps+1, extra)
+	}
 	if session != "codex-conv-1" {
 		t.Fatalf("session %q, want the prompt_cache_key's", session)
 	}

@@ -179,6 +179,9 @@ func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
 		if got := up.last(t).contents(); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("call %d: upstream got %q, want %q", i, got, want)
 		}
+		if key := up.last(t).Body["prompt_cache_key"]; key != "ctxd-"+session {
+			t.Fatalf("call %d: prompt_cache_key %v, want the session's", i, key)
+		}
 		if auth := up.last(t).Header.Get("Authorization"); auth != "Bearer sk-upstream" {
 			t.Fatalf("upstream Authorization %q, want the caller's", auth)
 		}
