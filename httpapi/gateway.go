@@ -76,9 +76,9 @@ type wireFormat interface {
 	path() string
 	// auth sets the upstream's credentials on out from the caller's in.
 	auth(in, out http.Header, key string)
-	// answer reads a non-streamed answer, and the prompt tokens the
-	// upstream reported (0: none).
-	answer(body []byte) (*memory.Message, int, error)
+	// answer reads a non-streamed answer, and what the upstream reported
+	// of its prompt (zero: nothing).
+	answer(body []byte) (*memory.Message, memory.PromptUsage, error)
 	// stream returns a reader of a streamed answer's events.
 	stream() streamParser
 	// flushBody is the flush turn's request: the window, the agent's tools
@@ -145,8 +145,8 @@ type streamParser interface {
 	// data reads one event's data; done: it ends the answer.
 	data(line []byte) (done bool)
 	answer() *memory.Message
-	// promptTokens is what the upstream reported the prompt cost (0: none).
-	promptTokens() int
+	// usage is what the upstream reported of the prompt (zero: nothing).
+	usage() memory.PromptUsage
 }
 
 // gatewayCall is one model call: the domain request, and how to speak to
@@ -263,10 +263,10 @@ func (s *Server) serveGateway(c echo.Context, call gatewayCall) error {
 	if err != nil {
 		return memory.Errorf(memory.EUNAVAILABLE, "read the upstream's answer: %v", err)
 	}
-	if ans, prompt, err := call.format.answer(body); err != nil {
+	if ans, usage, err := call.format.answer(body); err != nil {
 		s.opts.Logger.Warn("gateway: the upstream's answer could not be read, not stored", "session", win.Session, "err", err)
 	} else {
-		s.gateway.Calibrate(keep, win.Session, win.Tokens+win.ToolTokens, prompt)
+		s.recordUsage(keep, win, usage)
 		id, err := s.gateway.StoreAnswer(keep, win.Session, ans)
 		if err != nil {
 			return err
@@ -293,7 +293,7 @@ func (s *Server) relayStream(c echo.Context, keep context.Context, call gatewayC
 			return
 		}
 		stored = true
-		s.gateway.Calibrate(keep, win.Session, win.Tokens+win.ToolTokens, p.promptTokens())
+		s.recordUsage(keep, win, p.usage())
 		id, err := s.gateway.StoreAnswer(keep, win.Session, p.answer())
 		if err != nil {
 			s.opts.Logger.Error("gateway: store a streamed answer", "session", win.Session, "err", err)
@@ -332,6 +332,15 @@ func (s *Server) relayStream(c echo.Context, keep context.Context, call gatewayC
 		s.opts.Logger.Warn("gateway: the upstream's stream broke off", "session", win.Session, "err", readErr)
 	}
 	return nil
+}
+
+// recordUsage calibrates the session to the upstream's count and adds the
+// answer's prompt cache figures to the session's.
+func (s *Server) recordUsage(ctx context.Context, win *memory.GatewayWindow, u memory.PromptUsage) {
+	s.gateway.Calibrate(ctx, win.Session, win.Tokens+win.ToolTokens, u.Input)
+	if err := s.gateway.RecordUsage(ctx, win.Session, u); err != nil {
+		s.opts.Logger.Warn("gateway: record the prompt cache figures", "session", win.Session, "err", err)
+	}
 }
 
 // flushTurn sends the upstream the flush turn and stores the notes it

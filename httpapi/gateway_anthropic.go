@@ -94,7 +94,7 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 	tools := toolsOf(req.Tools)
 	call := gatewayCall{
 		req: memory.GatewayRequest{
-			Session: memory.GatewaySessionID(c.Request().Header.Get(SessionHeader), req.Metadata.UserID, system, firstUser),
+			Session: anthropicSession(c.Request().Header, req.Metadata.UserID, system, firstUser),
 			History: history, ContextWindow: window, Reserve: answerReserve(req.MaxTokens, window), Tools: tools,
 		},
 		format:   f,
@@ -102,6 +102,23 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		stream:   req.Stream,
 	}
 	return s.serveGateway(c, call)
+}
+
+// claudeCodeSessionHeader is the session id Claude Code sends on every
+// call of one CLI session: its main conversation, subagents and side calls.
+const claudeCodeSessionHeader = "X-Claude-Code-Session-Id"
+
+// anthropicSession names the session of a Messages call: X-Ctxd-Session
+// as it is; else Claude Code's session id told apart by the
+// conversation's identity; else as GatewaySessionID (metadata.user_id).
+func anthropicSession(h http.Header, userID, system, firstUser string) string {
+	switch {
+	case h.Get(SessionHeader) != "":
+		return h.Get(SessionHeader)
+	case h.Get(claudeCodeSessionHeader) != "":
+		return memory.GatewayConversationID("cc-", h.Get(claudeCodeSessionHeader), system, firstUser)
+	}
+	return memory.GatewaySessionID("", userID, system, firstUser)
 }
 
 // anthropicBlocks reads a content field: a string is one text block.
@@ -432,21 +449,22 @@ type anthropicUsage struct {
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
 }
 
-func (u anthropicUsage) prompt() int {
-	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+func (u anthropicUsage) prompt() memory.PromptUsage {
+	return memory.PromptUsage{Input: u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
+		CacheRead: u.CacheReadInputTokens, CacheWrite: u.CacheCreationInputTokens}
 }
 
-func (f *anthropicFormat) answer(body []byte) (*memory.Message, int, error) {
+func (f *anthropicFormat) answer(body []byte) (*memory.Message, memory.PromptUsage, error) {
 	var a struct {
 		Content []anthropicBlock `json:"content"`
 		Usage   anthropicUsage   `json:"usage"`
 	}
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, 0, err
+		return nil, memory.PromptUsage{}, err
 	}
 	msgs, err := fromAnthropic("assistant", a.Content)
 	if err != nil {
-		return nil, 0, err
+		return nil, memory.PromptUsage{}, err
 	}
 	return msgs[0], a.Usage.prompt(), nil
 }
@@ -455,7 +473,7 @@ func (f *anthropicFormat) stream() streamParser { return &anthropicStream{} }
 
 // anthropicStream adds up the content blocks of a streamed message.
 type anthropicStream struct {
-	prompt int
+	prompt memory.PromptUsage
 	blocks []anthropicBlock
 	inputs []string // a tool_use block's input, as it streams
 }
@@ -504,7 +522,7 @@ func (p *anthropicStream) data(line []byte) bool {
 	return false
 }
 
-func (p *anthropicStream) promptTokens() int { return p.prompt }
+func (p *anthropicStream) usage() memory.PromptUsage { return p.prompt }
 
 func (p *anthropicStream) answer() *memory.Message {
 	var blocks []anthropicBlock

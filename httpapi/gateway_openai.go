@@ -139,20 +139,23 @@ type openaiAnswer struct {
 }
 
 type openaiUsage struct {
-	PromptTokens int `json:"prompt_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
-func (u *openaiUsage) prompt() int {
+func (u *openaiUsage) prompt() memory.PromptUsage {
 	if u == nil {
-		return 0
+		return memory.PromptUsage{}
 	}
-	return u.PromptTokens
+	return memory.PromptUsage{Input: u.PromptTokens, CacheRead: u.PromptTokensDetails.CachedTokens}
 }
 
-func (f *openaiFormat) answer(body []byte) (*memory.Message, int, error) {
+func (f *openaiFormat) answer(body []byte) (*memory.Message, memory.PromptUsage, error) {
 	var a openaiAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, 0, err
+		return nil, memory.PromptUsage{}, err
 	}
 	if len(a.Choices) == 0 {
 		return &memory.Message{Role: memory.RoleAssistant}, a.Usage.prompt(), nil
@@ -160,7 +163,7 @@ func (f *openaiFormat) answer(body []byte) (*memory.Message, int, error) {
 	m := a.Choices[0].Message
 	text, err := textOf(m.Content)
 	if err != nil {
-		return nil, 0, err
+		return nil, memory.PromptUsage{}, err
 	}
 	return &memory.Message{Role: memory.RoleAssistant, Content: text, ToolCalls: m.ToolCalls}, a.Usage.prompt(), nil
 }
@@ -173,10 +176,10 @@ func (f *openaiFormat) stream() streamParser { return &openaiStream{} }
 type openaiStream struct {
 	text   strings.Builder
 	calls  []memory.ToolCall
-	prompt int
+	prompt memory.PromptUsage
 }
 
-func (p *openaiStream) promptTokens() int { return p.prompt }
+func (p *openaiStream) usage() memory.PromptUsage { return p.prompt }
 
 type openaiChunk struct {
 	Usage   *openaiUsage `json:"usage"`
@@ -200,8 +203,8 @@ func (p *openaiStream) data(line []byte) bool {
 	if json.Unmarshal(line, &ch) != nil {
 		return false // not ours to judge: the client gets it as it came
 	}
-	if n := ch.Usage.prompt(); n > 0 {
-		p.prompt = n
+	if u := ch.Usage.prompt(); u.Input > 0 {
+		p.prompt = u
 	}
 	for _, c := range ch.Choices {
 		if c.Index != 0 {

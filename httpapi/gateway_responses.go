@@ -383,11 +383,11 @@ type responsesUsage struct {
 	} `json:"input_tokens_details"`
 }
 
-func (u *responsesUsage) prompt() int {
+func (u *responsesUsage) prompt() memory.PromptUsage {
 	if u == nil {
-		return 0
+		return memory.PromptUsage{}
 	}
-	return u.InputTokens
+	return memory.PromptUsage{Input: u.InputTokens, CacheRead: u.InputTokensDetails.CachedTokens}
 }
 
 // outputMessage is the assistant message an answer's output items add up to.
@@ -404,10 +404,10 @@ func outputMessage(output []json.RawMessage) *memory.Message {
 	return &memory.Message{Role: memory.RoleAssistant}
 }
 
-func (f *responsesFormat) answer(body []byte) (*memory.Message, int, error) {
+func (f *responsesFormat) answer(body []byte) (*memory.Message, memory.PromptUsage, error) {
 	var a responsesAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, 0, err
+		return nil, memory.PromptUsage{}, err
 	}
 	f.id = a.ID
 	return outputMessage(a.Output), a.Usage.prompt(), nil
@@ -427,7 +427,7 @@ func (f *responsesFormat) stream() streamParser { return &responsesStream{f: f} 
 type responsesStream struct {
 	f      *responsesFormat
 	items  []json.RawMessage
-	prompt int
+	prompt memory.PromptUsage
 }
 
 type responsesEvent struct {
@@ -459,7 +459,7 @@ func (p *responsesStream) data(line []byte) bool {
 
 func (p *responsesStream) answer() *memory.Message { return outputMessage(p.items) }
 
-func (p *responsesStream) promptTokens() int { return p.prompt }
+func (p *responsesStream) usage() memory.PromptUsage { return p.prompt }
 
 func (f *responsesFormat) flushBody(w *memory.GatewayWindow) ([]byte, error) {
 	b, err := f.body(w)

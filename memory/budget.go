@@ -58,6 +58,7 @@ type Status struct {
 	Summaries     int            `json:"summaries"`
 	Compactions   int            `json:"compactions"`
 	FlushPrompt   string         `json:"flush_prompt,omitempty"`
+	PromptCache   *PromptCache   `json:"prompt_cache,omitempty"`
 	Policy        Policy         `json:"policy"`
 	CreatedAt     time.Time      `json:"created_at"`
 	UpdatedAt     time.Time      `json:"updated_at"`
@@ -68,7 +69,7 @@ func (b Budget) StatusOf(s *Session, tokens int) *Status {
 	st := &Status{
 		ID: s.ID, ContextWindow: s.ContextWindow, Encoding: s.Encoding, Metadata: s.Metadata,
 		Tokens: tokens, Messages: s.Counts, Summaries: s.Summaries, Compactions: s.Compactions,
-		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, PromptCache: s.PromptCache.withRates(),
 	}
 	if s.ContextWindow > 0 {
 		st.PctUsed = float64(int(float64(tokens)/float64(s.ContextWindow)*10000)) / 10000

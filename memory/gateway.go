@@ -514,12 +514,31 @@ const InstructionsKey = "ctxd_instructions"
 // IsGatewayNote reports whether the gateway stored m itself.
 func IsGatewayNote(m *Message) bool { return m.Metadata[GatewayNoteKey] == true }
 
-// sameTurn reports whether a resent client message is the stored one: same
-// role, text, tool call id and tool calls. Names and metadata are not
-// compared (SDKs drop or add them between calls).
+// sameTurn reports whether a resent client message is the stored one:
+// same role, text, tool call id and tool calls. Names and metadata are not
+// compared (SDKs drop or add them between calls). An assistant turn with
+// tool calls is the stored one when its calls have the same ids and names,
+// in any order: a call id names one call, and clients rewrite their own
+// turns (Claude Code drops "cd <cwd> &&" from Bash inputs, some reorder
+// text and calls), which must not make ctxd store the history again.
 func sameTurn(stored, sent *Message) bool {
-	if stored.Role != sent.Role || stored.Content != sent.Content || stored.ToolCallID != sent.ToolCallID ||
-		len(stored.ToolCalls) != len(sent.ToolCalls) {
+	if stored.Role != sent.Role || stored.ToolCallID != sent.ToolCallID || len(stored.ToolCalls) != len(sent.ToolCalls) {
+		return false
+	}
+	if len(stored.ToolCalls) > 0 && stored.ToolCalls[0].ID != "" {
+		ids := map[string]string{}
+		for _, tc := range stored.ToolCalls {
+			ids[tc.ID] = tc.Function.Name
+		}
+		for _, tc := range sent.ToolCalls {
+			if name, ok := ids[tc.ID]; !ok || name != tc.Function.Name {
+				return false
+			}
+			delete(ids, tc.ID)
+		}
+		return true
+	}
+	if stored.Content != sent.Content {
 		return false
 	}
 	for i, tc := range stored.ToolCalls {
@@ -529,6 +548,16 @@ func sameTurn(stored, sent *Message) bool {
 		}
 	}
 	return true
+}
+
+// GatewayConversationID names a session from a client's own session id
+// (Claude Code's X-Claude-Code-Session-Id, Anthropic's metadata.user_id)
+// and the conversation's identity (its system prompt and first user
+// message): a CLI's side calls (titles, summaries) and subagents carry
+// the same id as its main conversation, and sharing one session they
+// superseded each other's stored messages.
+func GatewayConversationID(prefix, id, system, firstUser string) string {
+	return prefix + shortHash(id)[:12] + "-" + shortHash(system + "\x00" + firstUser)[:12]
 }
 
 // supersede moves msgs (a stored tail the client's history no longer has)

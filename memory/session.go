@@ -95,9 +95,12 @@ type Session struct {
 	Policy *PolicyOverrides `json:"policy,omitempty"`
 	// FlushTold is Compactions+1 once the agent was told to flush in the
 	// current compaction cycle, so it is told once per cycle.
-	FlushTold int       `json:"flush_told,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	FlushTold int `json:"flush_told,omitempty"`
+	// PromptCache adds up what the provider's prompt cache did for the
+	// session's gateway calls, as the provider reported it.
+	PromptCache *PromptCache `json:"prompt_cache,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	UpdatedAt   time.Time    `json:"updated_at"`
 }
 
 // SessionUpdate is a partial change of a session's settings: nil fields keep

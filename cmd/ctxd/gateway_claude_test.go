@@ -31,6 +31,8 @@ type claudeUpstream struct {
 	signed    map[string]string // signature -> thinking text
 	overflows int
 	rejected  []string
+	prev      string // the last request's prompt, for the cache figures
+	cached    int    // cache_read_input_tokens reported, in all
 }
 
 func (u *claudeUpstream) count(tok *tokenizer.Tokenizer, s string) int {
@@ -169,6 +171,8 @@ func newClaudeUpstream(t *testing.T, window, steps int) *claudeUpstream {
 		switch {
 		case strings.Contains(last, "[ctxd] This conversation is about to be compacted"):
 			blocks = append(blocks, map[string]any{"type": "tool_use", "id": "toolu_note" + strconv.Itoa(n), "name": "save_memory", "input": map[string]any{"note": "the task: find the failing part"}})
+		case len(req.Tools) == 0:
+			blocks = []any{map[string]any{"type": "text", "text": "Hunting the failing part"}}
 		case u.step < u.steps:
 			u.step++
 			if u.step == u.steps {
@@ -177,14 +181,23 @@ func newClaudeUpstream(t *testing.T, window, steps int) *claudeUpstream {
 				blocks = append(blocks, map[string]any{"type": "text", "text": strings.Repeat("The plan, step by step, in detail. ", 1400)})
 			}
 			blocks = append(blocks, map[string]any{"type": "tool_use", "id": "toolu_" + strconv.Itoa(u.step), "name": "Bash",
-				"input": map[string]any{"command": fmt.Sprintf("cat part%d.log", u.step), "description": "read a part"}})
+				"input": map[string]any{"command": fmt.Sprintf("cd /repo && cat part%d.log", u.step), "description": "read a part"}})
 		default:
 			blocks = append(blocks, map[string]any{"type": "text", "text": "done"})
 		}
 		w.Header().Set("Content-Type", "application/json")
+		// The cache serves the longest prefix this request shares with
+		// the last one (the real one stops at a breakpoint: near enough).
+		prompt := string(req.System) + string(req.Tools) + string(raw[strings.Index(string(raw), `"messages"`):])
+		common := 0
+		for common < len(prompt) && common < len(u.prev) && prompt[common] == u.prev[common] {
+			common++
+		}
+		cached := min(u.count(tok, prompt[:common]), tokens)
+		u.prev, u.cached = prompt, u.cached+cached
 		json.NewEncoder(w).Encode(map[string]any{"id": "msg_" + strconv.Itoa(n), "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
 			"content": blocks, "stop_reason": "tool_use", "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": tokens, "output_tokens": 20, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}})
+			"usage": map[string]any{"input_tokens": tokens - cached, "output_tokens": 20, "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}})
 	})
 	return u
 }
@@ -212,7 +225,7 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}}}}
 	messages := []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "Find the failing part.",
 		"cache_control": map[string]any{"type": "ephemeral"}}}}}
-	compactions, lowered := 0, ""
+	compactions, lowered, session := 0, "", ""
 	for call := 1; call <= steps+1; call++ {
 		status, hdr, body := postGateway(t, ts, "/v1/messages?beta=true", h, map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 32000,
 			"thinking": map[string]any{"type": "enabled", "budget_tokens": 31999}, "system": system, "tools": tools, "messages": messages,
@@ -224,10 +237,31 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 			compactions++
 		}
 		lowered = hdr.Get("X-Ctxd-Max-Tokens")
+		if session == "" {
+			session = hdr.Get("X-Ctxd-Session")
+		} else if hdr.Get("X-Ctxd-Session") != session {
+			t.Fatalf("call %d: session %q, the first call's %q", call, hdr.Get("X-Ctxd-Session"), session)
+		}
+		if call == 3 {
+			// A side call of the same CLI session (a title), with its
+			// own system prompt: a session of its own, superseding
+			// nothing of the main conversation's.
+			status, hdr, body := postGateway(t, ts, "/v1/messages?beta=true", h, map[string]any{"model": "claude-haiku-4-5", "max_tokens": 512,
+				"system":   []any{map[string]any{"type": "text", "text": "Write a 5-word title for the conversation."}},
+				"messages": []any{map[string]any{"role": "user", "content": "Find the failing part."}}})
+			if status != 200 || hdr.Get("X-Ctxd-Session") == session {
+				t.Fatalf("side call: %d %s, session %q (the main one %q)", status, body, hdr.Get("X-Ctxd-Session"), session)
+			}
+		}
 		var ans struct {
 			Content []map[string]any `json:"content"`
 		}
 		json.Unmarshal(body, &ans)
+		for _, b := range ans.Content {
+			if in, ok := b["input"].(map[string]any); ok {
+				in["command"] = strings.TrimPrefix(in["command"].(string), "cd /repo && ")
+			}
+		}
 		messages = append(messages, map[string]any{"role": "assistant", "content": ans.Content})
 		tool := ans.Content[len(ans.Content)-1]
 		if tool["type"] != "tool_use" {
@@ -243,6 +277,27 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 		messages = append(messages, map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": tool["id"],
 			"content": strings.Join(lines, "\n")}}})
 	}
+	// The client rewrote its own Bash inputs (as Claude Code drops "cd
+	// <cwd> &&"): nothing of the conversation was stored twice.
+	seen := map[string]bool{}
+	for _, m := range sessionMessages(ts, session) {
+		calls, _ := m["tool_calls"].([]any)
+		for _, c := range calls {
+			id := c.(map[string]any)["id"].(string)
+			if seen[id] {
+				t.Fatalf("the call %s was stored twice: the client's rewrite of its own turn superseded the stored one", id)
+			}
+			seen[id] = true
+		}
+	}
+	// The cache figures the upstream reported, kept per session (the side
+	// call's and flush turns' in their own or not at all).
+	st := ts.sessionStatus(session)
+	pc, _ := st["prompt_cache"].(map[string]any)
+	if pc == nil || pc["cache_read_tokens"].(float64) <= 0 || pc["hit_rate"].(float64) <= 0 || pc["calls"].(float64) != steps+1 {
+		t.Fatalf("prompt_cache %v (the upstream reported %d cached tokens)", st["prompt_cache"], up.cached)
+	}
+	t.Logf("prompt cache: %v", pc)
 	if lowered == "" {
 		t.Fatal("no X-Ctxd-Max-Tokens: max_tokens 32,000 was not lowered")
 	}
@@ -254,7 +309,7 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 	}
 	// X-Ctxd-Compacted tells each compaction (here old tool outputs are
 	// pruned in the window, and none is needed).
-	if st := ts.sessionStatus("user_abc_account__session_3f2a9c1e"); int(st["compactions"].(float64)) != compactions {
+	if st := ts.sessionStatus(session); int(st["compactions"].(float64)) != compactions {
 		t.Fatalf("X-Ctxd-Compacted true on %d calls, the session compacted %v times", compactions, st["compactions"])
 	}
 }

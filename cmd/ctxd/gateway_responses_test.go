@@ -250,18 +250,16 @@ func TestGatewayResponsesToolLoop(t *testing.T) {
 	if session != "codex-conv-1" {
 		t.Fatalf("session %q, want the prompt_cache_key's", session)
 	}
-	var originals, superseded int
+	// Each item stored once: a superseded copy would be counted too.
+	originals := 0
 	for _, m := range sessionMessages(ts, session) {
-		switch {
-		case m["state"] == "dropped" && m["drop_reason"] == "superseded":
-			superseded++
-		case m["kind"] != "summary" && !strings.HasPrefix(fmt.Sprint(m["content"]), "Note saved before compaction"):
+		if m["kind"] != "summary" && !strings.HasPrefix(fmt.Sprint(m["content"]), "Note saved before compaction") {
 			originals++
 		}
 	}
 	// instructions, the task, 16 calls and outputs, the answer
-	if want := 2 + 2*steps + 1; originals != want || superseded != 0 {
-		t.Fatalf("%d originals, %d superseded; want %d and 0", originals, superseded, want)
+	if want := 2 + 2*steps + 1; originals != want {
+		t.Fatalf("%d originals stored, want %d", originals, want)
 	}
 	st := ts.sessionStatus(session)
 	if st["compactions"].(float64) < 1 || !compacted {
