@@ -6,7 +6,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build build-bench test test-short crash fuzz bench lint vectors eval eval-agent eval-gateway figures sample clean
+.PHONY: run build build-bench test test-short test-agents crash fuzz bench lint vectors eval eval-agent eval-gateway figures sample clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -48,6 +48,15 @@ fuzz:
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
+
+# Real coding agents through the gateway: Claude Code, Codex, opencode and pi, and the openai and
+# @anthropic-ai/sdk packages in a tool loop, installed from npm at the versions
+# cmd/ctxd/testdata/agents/package.json pins, each playing a 44-step task against a fake model that
+# checks requests as the providers do (internal/fakemodel), outside traffic refused by a local proxy.
+# Needs node and npm; `make test` skips them. AGENTS picks tests (a -run pattern).
+AGENTS ?= TestAgent
+test-agents:
+	CTXD_AGENT_TESTS=1 $(GO) test -count=1 -timeout 60m -v -run '$(AGENTS)' ./cmd/ctxd/
 
 # Crash safety, run before a release: the corruption matrix (23 kinds of damage to the store, index,
 # vectors, cold mirror and logs) and the kill -9 tests with KILL_ROUNDS rounds each (CTXD_KILL_ROUNDS):

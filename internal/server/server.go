@@ -89,7 +89,8 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			ln.Close()
 		}
 	}()
-	if m.Store, err = m.openStore(ctx); err != nil {
+	var empty bool
+	if m.Store, empty, err = m.openStore(ctx); err != nil {
 		return err
 	}
 	emb, err := m.OpenEmbedder(ctx)

@@ -19,54 +19,54 @@ func SharedStore(store string) bool {
 // OpenStore opens the store cfg names: the data dir's bbolt file, with its
 // checks for a lost store and its disk reserve, or a PostgreSQL database,
 // migrated to this binary's schema.
-func (m *Main) openStore(ctx context.Context) (memory.Store, error) {
+func (m *Main) openStore(ctx context.Context) (_ memory.Store, empty bool, err error) {
 	cfg := m.Config
 	if SharedStore(cfg.Store) {
 		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{})
 		if err != nil {
-			return nil, err // not a nil *pgstore.Store in a non-nil interface: Close would call it
+			return nil, false, err // not a nil *pgstore.Store in a non-nil interface: Close would call it
 		}
-		return st, nil
+		return st, false, nil
 	}
 	if cfg.Store != "" {
-		return nil, memory.Errorf(memory.EINVALID, "--store: %q is neither empty (the data dir's store) nor a postgres:// URL", cfg.Store)
+		return nil, false, memory.Errorf(memory.EINVALID, "--store: %q is neither empty (the data dir's store) nor a postgres:// URL", cfg.Store)
 	}
-	empty, err := storeFileEmpty(cfg.DataDir)
+	empty, err = storeFileEmpty(cfg.DataDir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if empty { // checked before opening, which would write a new store
 		if err := refuseLostStore(m.Logger, cfg.DataDir, cfg.AllowEmptyStore); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	st, err := boltstore.Open(StorePath(cfg.DataDir), false)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !empty {
 		// A new store a start before this one wrote in place of the lost one.
 		if empty, err = storeIsNew(ctx, st); err != nil {
 			st.Close()
-			return nil, err
+			return nil, false, err
 		}
 		if empty {
 			if err := refuseLostStore(m.Logger, cfg.DataDir, cfg.AllowEmptyStore); err != nil {
 				st.Close()
-				return nil, err
+				return nil, false, err
 			}
 		}
 	}
 	if err := st.ReserveDisk(cfg.DiskReserve, cfg.DiskReservePct); err != nil {
 		st.Close()
-		return nil, err
+		return nil, false, err
 	}
 	if err := st.KeepSpare(cfg.DiskSpare); err != nil {
 		// Not fatal: on a full disk the server must start so that sessions
 		// can be deleted; the spare is filled once there is room.
 		m.Logger.Warn("the store's spare file for deletes on a full disk is not whole", "err", err)
 	}
-	return st, nil
+	return st, empty, nil
 }
 
 // storeName is the store for logs, without a password.
