@@ -15,6 +15,15 @@ import (
 // blocks one assistant message with tool calls (the input's JSON with
 // sorted keys, so a resent call compares equal), a user's tool_result
 // blocks one tool message each and the rest of its blocks one user message.
+//
+// A system message inside messages (a mid-conversation system message:
+// instructions placed after a user turn, which Claude Code sends on every
+// call) is stored where it stands, as a user message marked TurnSystemKey:
+// it belongs to that point of the conversation, not to the system prompt
+// (moving it there would change the cached prefix), and the window keeps
+// or compacts it as it does the turns around it. The API takes one only
+// right after a user turn; a window that has dropped that turn gets it
+// back as a user turn of its own (see placeSystemTurns).
 
 type anthropicRequest struct {
 	Model     string            `json:"model"`
@@ -79,7 +88,7 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 			f.thinking[i] = f.thinking[i] || b.Type == "thinking" || b.Type == "redacted_thinking"
 		}
 		for _, m := range msgs {
-			if m.Role == memory.RoleUser && firstUser == "" {
+			if m.Role == memory.RoleUser && firstUser == "" && m.Metadata[turnSystemKey] != true {
 				firstUser = m.Content
 			}
 			history = append(history, m)
@@ -161,6 +170,18 @@ func fromAnthropic(role string, blocks []anthropicBlock) ([]*memory.Message, err
 			m.Content = "[empty]"
 		}
 		return []*memory.Message{m}, nil
+	case "system":
+		for _, b := range blocks {
+			if b.Type != "text" {
+				return nil, memory.Errorf(memory.EINVALID, "a system message holds text blocks only, not %q", b.Type)
+			}
+			texts = append(texts, b.Text)
+		}
+		text := strings.Join(texts, "\n")
+		if text == "" {
+			text = "[empty]"
+		}
+		return []*memory.Message{{Role: memory.RoleUser, Content: text, Metadata: map[string]any{turnSystemKey: true}}}, nil
 	case "user":
 		var out []*memory.Message
 		for _, b := range blocks {
@@ -186,7 +207,44 @@ func fromAnthropic(role string, blocks []anthropicBlock) ([]*memory.Message, err
 		}
 		return out, nil
 	}
-	return nil, memory.Errorf(memory.EINVALID, "role: %q is not one of user, assistant", role)
+	return nil, memory.Errorf(memory.EINVALID, "role: %q is not one of user, assistant, system", role)
+}
+
+// turnSystemKey marks, in a stored user message's metadata, a system
+// message the client sent inside messages (see the top of the file).
+const turnSystemKey = "ctxd_turn_system"
+
+// placeSystemTurns makes a window's mid-conversation system turns stand
+// where the API takes them, right after a user turn: one whose user turn
+// the window dropped becomes a user turn (its text, marked as the system's)
+// merged with its neighbours, so the roles still alternate. at (each window
+// message's turn and block) follows the turns as they move.
+func placeSystemTurns(turns []anthropicTurn, at [][2]int) []anthropicTurn {
+	var out []anthropicTurn
+	moved := make([]int, len(turns)) // each old turn's index in out
+	for i, t := range turns {
+		if t.Role == "system" && (len(out) == 0 || out[len(out)-1].Role != "user") {
+			t.Role = "user"
+		}
+		if n := len(out); n > 0 && out[n-1].Role == t.Role {
+			for j := range at {
+				if at[j][0] == i {
+					at[j][1] += len(out[n-1].Content)
+				}
+			}
+			out[n-1].Content = append(out[n-1].Content, t.Content...)
+			moved[i] = n - 1
+			continue
+		}
+		out = append(out, t)
+		moved[i] = len(out) - 1
+	}
+	for j := range at {
+		if at[j][0] >= 0 {
+			at[j][0] = moved[at[j][0]]
+		}
+	}
+	return out
 }
 
 // canonicalJSON rewrites a JSON value with sorted keys and no spaces, so a
@@ -319,6 +377,7 @@ func (f *anthropicFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 		}
 		at[i] = add(role, blocks...)
 	}
+	turns = placeSystemTurns(turns, at)
 	if len(turns) > 0 && turns[0].Role == "assistant" {
 		b, _ := json.Marshal(anthropicBlock{Type: "text", Text: "[ctxd: earlier turns of this conversation are stored in ctxd]"})
 		turns = append([]anthropicTurn{{Role: "user", Content: []json.RawMessage{b}}}, turns...)
@@ -426,6 +485,9 @@ func toAnthropic(m *memory.Message) (string, []json.RawMessage, error) {
 			blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
 		}
 	default:
+		if m.Metadata[turnSystemKey] == true {
+			role = "system"
+		}
 		blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Content})
 	}
 	out := make([]json.RawMessage, len(blocks))

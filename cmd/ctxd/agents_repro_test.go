@@ -61,10 +61,20 @@ func stepOfCall(t *testing.T, id string) int {
 	return k
 }
 
-// checkRepro fails the test with every rule the model saw broken.
-func checkRepro(t *testing.T, model *fakemodel.Model, steps int) {
+// checkRepro fails the test with every rule the model saw broken, and
+// unless ctxd compacted: the windows must have been rebuilt.
+func checkRepro(t *testing.T, ts *testServer, model *fakemodel.Model, steps int) {
 	t.Helper()
 	s := model.Stats()
+	comp := 0
+	for _, raw := range ts.mustDo(200, "GET", "/v1/sessions", nil)["sessions"].([]any) {
+		c, _ := raw.(map[string]any)["compactions"].(float64)
+		comp += int(c)
+	}
+	t.Logf("calls %d, flush turns %d, compactions %d, largest prompt %d", s.Calls, s.FlushTurns, comp, s.MaxPrompt)
+	if comp == 0 {
+		t.Errorf("ctxd never compacted: no window was rebuilt")
+	}
 	for _, v := range s.Violations {
 		t.Errorf("provider rule broken: %s", v)
 	}
@@ -108,7 +118,7 @@ func TestAgentReproCodexTools(t *testing.T) {
 		id := fmt.Sprint(last["call_id"])
 		input = append(input, map[string]any{"type": "custom_tool_call_output", "call_id": id, "output": toolOutput(task, stepOfCall(t, id))})
 	}
-	checkRepro(t, model, steps)
+	checkRepro(t, ts, model, steps)
 }
 
 // TestAgentReproClaudeCode: Claude Code 2.1.332's requests: ?beta=true,
@@ -148,5 +158,5 @@ func TestAgentReproClaudeCode(t *testing.T) {
 		messages = append(messages, map[string]any{"role": "user", "content": []any{
 			map[string]any{"type": "tool_result", "tool_use_id": id, "content": toolOutput(task, stepOfCall(t, id))}}})
 	}
-	checkRepro(t, model, steps)
+	checkRepro(t, ts, model, steps)
 }

@@ -138,12 +138,20 @@ func (m *Model) readAnthropic(body map[string]json.RawMessage) (*call, string) {
 			c.segments = append(c.segments, m.seg(msg.Role+b.Type+b.text()))
 		}
 		if msg.Role == "system" {
-			// A system message mid-conversation (Claude Code's per-turn
-			// control beta): text only, never inside a tool exchange.
-			if i == 0 || len(pending) > 0 || len(uses)+len(results) > 0 {
-				return nil, fmt.Sprintf("messages.%d: a system message must be text between turns", i)
+			// A mid-conversation system message (which Claude Code sends):
+			// the API takes one only right after a user turn, and text only.
+			if i == 0 || msgs[i-1].Role != "user" {
+				return nil, fmt.Sprintf("messages.%d: a system message must immediately follow a user message", i)
+			}
+			for j, b := range bs {
+				if b.Type != "text" {
+					return nil, fmt.Sprintf("messages.%d.content.%d: a system message may only contain text blocks, found `%s`", i, j, b.Type)
+				}
 			}
 			continue
+		}
+		if msg.Role != "user" && msg.Role != "assistant" {
+			return nil, fmt.Sprintf("messages.%d.role: Input should be 'user', 'assistant' or 'system'", i)
 		}
 		if len(pending) > 0 {
 			if msg.Role != "user" || !sameSet(pending, results) {
@@ -166,7 +174,11 @@ func (m *Model) readAnthropic(body map[string]json.RawMessage) (*call, string) {
 	// The thinking-block rule: with thinking on, the assistant turn of the
 	// current tool loop (the request ends with its results) must start with
 	// its thinking block.
-	if c.thinking && lastToolTurn >= 0 && lastToolTurn == len(msgs)-2 {
+	last := len(msgs) - 1
+	for last > 0 && msgs[last].Role == "system" {
+		last--
+	}
+	if c.thinking && lastToolTurn >= 0 && lastToolTurn == last-1 {
 		if bs := blocks(msgs[lastToolTurn].Content); len(bs) == 0 || (bs[0].Type != "thinking" && bs[0].Type != "redacted_thinking") {
 			first := ""
 			if len(bs) > 0 {
