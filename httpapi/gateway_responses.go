@@ -13,7 +13,7 @@ import (
 
 // POST /v1/responses in the OpenAI Responses format (the only one Codex CLI
 // speaks). The input items become ctxd messages: a message item one
-// message; the assistant's items in a row (reasoning, its message, its
+// message (user message items in a row one); the assistant's items in a row (reasoning, its message, its
 // function calls) one assistant message with tool calls; a function call's
 // output one tool message. A message sent as stored goes upstream as the
 // client's own items, so reasoning items (encrypted or not) pass back
@@ -185,8 +185,12 @@ func responsesInput(raw json.RawMessage) ([]json.RawMessage, error) {
 type itemRange struct{ from, to int }
 
 // assistantSide reports whether an item is the model's (it joins the
-// assistant message being built).
+// assistant message being built): one with a role of another than the
+// assistant (Codex's additional_tools, a developer item) is not.
 func assistantSide(it responsesItem) bool {
+	if it.Role != "" && it.Role != "assistant" {
+		return false
+	}
 	switch it.Type {
 	case "message", "":
 		return it.Role == "assistant"
@@ -203,16 +207,21 @@ func fromResponses(items []json.RawMessage) ([]*memory.Message, []itemRange, err
 	var msgs []*memory.Message
 	var origin []itemRange
 	var asst *memory.Message
-	var texts []string
+	var texts, asstRaw, rawTypes []string
 	closeAssistant := func() {
 		if asst == nil {
 			return
+		}
+		if b, _ := json.Marshal(asstRaw); len(asstRaw) > 0 && len(b) <= maxRawItemsBytes {
+			asst.Metadata = map[string]any{rawItemsKey: string(b)}
+		} else {
+			texts = append(texts, rawTypes...) // too large to keep: named
 		}
 		asst.Content = strings.Join(texts, "\n")
 		if asst.Content == "" && len(asst.ToolCalls) == 0 {
 			asst.Content = "[reasoning]"
 		}
-		asst, texts = nil, nil
+		asst, texts, asstRaw, rawTypes = nil, nil, nil, nil
 	}
 	for i, rawItem := range items {
 		var it responsesItem
@@ -242,7 +251,10 @@ func fromResponses(items []json.RawMessage) ([]*memory.Message, []itemRange, err
 			case "reasoning":
 				// not stored: it goes back only as the client's own item
 			default:
-				texts = append(texts, "["+it.Type+"]")
+				// a hosted tool's call or another item ctxd does not
+				// model: kept as sent, and sent back with a rebuilt turn
+				asstRaw = append(asstRaw, string(rawItem))
+				rawTypes = append(rawTypes, "["+it.Type+"]")
 			}
 			continue
 		}
@@ -256,6 +268,17 @@ func fromResponses(items []json.RawMessage) ([]*memory.Message, []itemRange, err
 			}
 			switch it.Role {
 			case "user":
+				if n := len(msgs); n > 0 && msgs[n-1].Role == memory.RoleUser && msgs[n-1].Metadata == nil && origin[n-1].to == i {
+					// One user turn of several messages (Codex sends its
+					// environment, then the user's instruction) is one
+					// message: the window keeps a turn whole, and the
+					// conversation's first turn (its task) with it.
+					if text != "" {
+						msgs[n-1].Content += "\n\n" + text
+					}
+					origin[n-1].to = i + 1
+					continue
+				}
 				m.Role = memory.RoleUser
 			case "system", "developer":
 				m.Role = memory.RoleSystem
@@ -270,7 +293,16 @@ func fromResponses(items []json.RawMessage) ([]*memory.Message, []itemRange, err
 			}
 			m.Role, m.ToolCallID, m.Content = memory.RoleTool, it.CallID, text
 		default:
-			m.Role, m.Content = memory.RoleUser, "["+it.Type+"]"
+			// An item ctxd does not model (Codex's additional_tools holds
+			// its tools): stored as sent, so that a window rebuilt
+			// without the client's items sends it byte-identical, and
+			// counted at its size. One of the developer or the system
+			// is part of the prompt, kept in every window.
+			m.Role, m.Content = memory.RoleUser, string(rawItem)
+			if it.Role == "developer" || it.Role == "system" {
+				m.Role = memory.RoleSystem
+			}
+			m.Metadata = map[string]any{rawItemKey: true}
 		}
 		if m.Content == "" && m.Role != memory.RoleTool {
 			m.Content = "[empty]"
@@ -281,6 +313,16 @@ func fromResponses(items []json.RawMessage) ([]*memory.Message, []itemRange, err
 	closeAssistant()
 	return msgs, origin, nil
 }
+
+// rawItemKey marks a message whose content is an input item ctxd does not
+// model, as the client sent it; rawItemsKey holds, in an assistant
+// message's metadata, such items of the assistant's (a JSON array of
+// their texts), when they fit in maxRawItemsBytes of the metadata's limit.
+const (
+	rawItemKey       = "ctxd_item"
+	rawItemsKey      = "ctxd_items"
+	maxRawItemsBytes = 12 << 10
+)
 
 // responsesFormat speaks Responses for one request.
 type responsesFormat struct {
@@ -345,7 +387,13 @@ func toResponses(m *memory.Message, custom map[string]bool) ([]json.RawMessage, 
 		}
 		items = append(items, map[string]any{"type": typ, "call_id": m.ToolCallID, "output": m.Content})
 	case memory.RoleAssistant:
-		if m.Content != "" {
+		var raw []string
+		if s, ok := m.Metadata[rawItemsKey].(string); ok && json.Unmarshal([]byte(s), &raw) == nil {
+			for _, it := range raw {
+				items = append(items, json.RawMessage(it))
+			}
+		}
+		if m.Content != "" && m.Content != "[reasoning]" {
 			items = append(items, map[string]any{"type": "message", "role": "assistant",
 				"content": []any{map[string]any{"type": "output_text", "text": m.Content}}})
 		}
@@ -357,6 +405,10 @@ func toResponses(m *memory.Message, custom map[string]bool) ([]json.RawMessage, 
 			}
 		}
 	default:
+		if m.Metadata[rawItemKey] == true && json.Valid([]byte(m.Content)) {
+			items = append(items, json.RawMessage(m.Content))
+			break
+		}
 		items = append(items, map[string]any{"type": "message", "role": string(m.Role), "content": m.Content})
 	}
 	out := make([]json.RawMessage, len(items))

@@ -29,7 +29,7 @@ func reproModel(t *testing.T, window, steps int) (*fakemodel.Model, *fakemodel.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	model := fakemodel.New(fakemodel.Config{Window: window, Task: task})
+	model := fakemodel.New(fakemodel.Config{Window: window, Task: task, Instruction: agentPrompt})
 	up := httptest.NewServer(model)
 	t.Cleanup(up.Close)
 	ts := startServer(t, t.TempDir(), func(c *Config) {
@@ -75,6 +75,9 @@ func checkRepro(t *testing.T, ts *testServer, model *fakemodel.Model, steps int)
 	if comp == 0 {
 		t.Errorf("ctxd never compacted: no window was rebuilt")
 	}
+	if s.WithoutInstruction > 0 {
+		t.Errorf("%d of %d main-loop requests lacked the user's instruction", s.WithoutInstruction, s.MainCalls)
+	}
 	for _, v := range s.Violations {
 		t.Errorf("provider rule broken: %s", v)
 	}
@@ -85,8 +88,9 @@ func checkRepro(t *testing.T, ts *testServer, model *fakemodel.Model, steps int)
 
 // TestAgentReproCodexTools: Codex 0.171 sends its tools as an
 // additional_tools input item (a namespace holding its custom exec tool),
-// never in "tools"; a window ctxd rebuilds must keep it, or the model has
-// no tools from then on.
+// never in "tools", and the user's instruction after a user message of its
+// environment; a window ctxd rebuilds must keep both, or the model has no
+// tools (or no task) from then on.
 func TestAgentReproCodexTools(t *testing.T) {
 	const window, steps = 12000, 16
 	model, task, ts := reproModel(t, window, steps)
@@ -95,6 +99,7 @@ func TestAgentReproCodexTools(t *testing.T) {
 		map[string]any{"type": "message", "role": "developer", "content": []any{map[string]any{"type": "input_text", "text": "You are Codex."}}},
 		map[string]any{"type": "additional_tools", "role": "developer", "tools": []any{map[string]any{"type": "namespace", "name": "functions",
 			"tools": []any{map[string]any{"type": "custom", "name": "exec", "description": "Run JavaScript that calls tools.exec_command."}}}}},
+		map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "<environment_context>\n  <cwd>/work</cwd>\n</environment_context>"}}},
 		map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": agentPrompt}}},
 	}
 	for call := 1; call <= 2*steps; call++ {

@@ -75,7 +75,7 @@ func newAgentRun(t *testing.T, window int) *agentRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.model = fakemodel.New(fakemodel.Config{Window: window, Task: a.task})
+	a.model = fakemodel.New(fakemodel.Config{Window: window, Task: a.task, Instruction: agentPrompt})
 	up := httptest.NewServer(dumping(t, a.model))
 	t.Cleanup(up.Close)
 	px := httptest.NewServer(a.proxy)
@@ -201,8 +201,8 @@ func (a *agentRun) check(client string) {
 	t.Helper()
 	s := a.model.Stats()
 	comp := a.compactions()
-	t.Logf("%s: calls %d (main %d, side %d, flush turns %d: %.1f per 100 client calls), steps %d/%d, completed %v, windows over the limit %d, largest prompt %d of %d, compactions %d, count_tokens %d, models %d, tools %v",
-		client, s.Calls, s.MainCalls, s.SideCalls, s.FlushTurns, 100*float64(s.FlushTurns)/float64(max(1, s.Calls-s.FlushTurns)), s.Steps, agentSteps, s.Completed, s.OverWindow, s.MaxPrompt, a.window, comp, s.Counts, s.Models, s.Tools)
+	t.Logf("%s: calls %d (main %d, side %d, flush turns %d: %.1f per 100 client calls), steps %d/%d, completed %v, windows over the limit %d, largest prompt %d of %d, compactions %d, count_tokens %d, models %d, without the instruction %d, tools %v",
+		client, s.Calls, s.MainCalls, s.SideCalls, s.FlushTurns, 100*float64(s.FlushTurns)/float64(max(1, s.Calls-s.FlushTurns)), s.Steps, agentSteps, s.Completed, s.OverWindow, s.MaxPrompt, a.window, comp, s.Counts, s.Models, s.WithoutInstruction, s.Tools)
 	t.Logf("%s: prompts %v", client, s.Prompts)
 	if att := a.proxy.Attempts(); len(att) > 0 {
 		t.Logf("%s: %d outside calls refused by the proxy: %v", client, len(att), att)

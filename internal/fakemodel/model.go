@@ -30,6 +30,10 @@ type Config struct {
 	Window int
 	// Task is the scripted task the model plays.
 	Task *Task
+	// Instruction, when set, is the user's instruction: a main-loop
+	// request without it is counted (Stats.WithoutInstruction), since a
+	// real model that lost it no longer knows its task.
+	Instruction string
 }
 
 // Model is the fake provider. It is an http.Handler: serve it with
@@ -62,6 +66,9 @@ type Stats struct {
 	Tools      []string // the tool names of the first main-loop request
 	Models     int      // GET /v1/models calls
 	Counts     int      // POST /v1/messages/count_tokens calls
+	// WithoutInstruction counts the main-loop requests that lacked
+	// Config.Instruction.
+	WithoutInstruction int
 }
 
 // New returns a Model of cfg.
@@ -214,6 +221,9 @@ func (m *Model) decide(c *call) (outcome, string) {
 		o.text = "Reading the workspace files"
 	default:
 		m.stats.MainCalls++
+		if in := m.cfg.Instruction; in != "" && !slices.ContainsFunc(c.segments, func(s segment) bool { return strings.Contains(s.text, in) }) {
+			m.stats.WithoutInstruction++
+		}
 		if m.stats.Tools == nil {
 			for _, t := range c.tools {
 				m.stats.Tools = append(m.stats.Tools, t.name)
