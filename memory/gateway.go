@@ -531,7 +531,7 @@ const InstructionsKey = "ctxd_instructions"
 func IsGatewayNote(m *Message) bool { return m.Metadata[GatewayNoteKey] == true }
 
 // sameTurn reports whether a resent client message is the stored one:
-// same role, text, tool call id and tool calls. Names and metadata are not
+// same role, text, tool call id and tool calls; a tool result, same call id. Names and metadata are not
 // compared (SDKs drop or add them between calls). An assistant turn with
 // tool calls is the stored one when its calls have the same ids and names,
 // in any order: a call id names one call, and clients rewrite their own
@@ -540,6 +540,13 @@ func IsGatewayNote(m *Message) bool { return m.Metadata[GatewayNoteKey] == true 
 func sameTurn(stored, sent *Message) bool {
 	if stored.Role != sent.Role || stored.ToolCallID != sent.ToolCallID || len(stored.ToolCalls) != len(sent.ToolCalls) {
 		return false
+	}
+	if stored.Role == RoleTool && stored.ToolCallID != "" {
+		// A result is the one its call id names: clients clear or trim
+		// their old tool outputs (opencode with a context limit replaces
+		// them with a placeholder), which must not make ctxd store the
+		// history from there again. ctxd keeps the original.
+		return true
 	}
 	if len(stored.ToolCalls) > 0 && stored.ToolCalls[0].ID != "" {
 		ids := map[string]string{}

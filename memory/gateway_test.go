@@ -116,3 +116,37 @@ func TestGatewayNotesDoNotRecountTheInput(t *testing.T) {
 		t.Fatalf("the input was counted again as a %d-token prompt", res.Budget.PromptTokens)
 	}
 }
+
+// A client that clears its old tool outputs (opencode with a context
+// limit) resends a history whose results differ from the stored ones: the
+// results are the ones their call ids name, so nothing is superseded and
+// only the new messages are stored.
+func TestGatewayClearedToolOutputsMatch(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := memory.NewContextWithTenant(context.Background(), "t")
+	g := memory.NewGateway(h.Service)
+	call := func(id string) *memory.Message {
+		return &memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: id, Type: "function",
+			Function: memory.FunctionCall{Name: "read", Arguments: `{"path":"` + id + `"}`}}}}
+	}
+	history := []*memory.Message{{Role: memory.RoleUser, Content: "read the files"}, call("c1"),
+		{Role: memory.RoleTool, ToolCallID: "c1", Content: strings.Repeat("line of c1\n", 50)}}
+	if _, err := g.Prepare(ctx, memory.GatewayRequest{Session: "s", History: history, ContextWindow: 16000, Reserve: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	resent := []*memory.Message{{Role: memory.RoleUser, Content: "read the files"}, call("c1"),
+		{Role: memory.RoleTool, ToolCallID: "c1", Content: "[Old tool result content cleared]"},
+		call("c2"), {Role: memory.RoleTool, ToolCallID: "c2", Content: "line of c2"}}
+	w, err := g.Prepare(ctx, memory.GatewayRequest{Session: "s", History: resent, ContextWindow: 16000, Reserve: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Stored != 2 || len(w.Superseded) != 0 {
+		t.Fatalf("stored %d and superseded %v, want the 2 new messages stored and nothing superseded", w.Stored, w.Superseded)
+	}
+	for _, m := range w.Messages {
+		if m.ToolCallID == "c1" && !strings.Contains(m.Content, "line of c1") {
+			t.Fatalf("the window sends c1's result as %q, not the stored original", m.Content)
+		}
+	}
+}
