@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/ctxd/ctxd/memory"
@@ -323,6 +324,22 @@ func (f *anthropicFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 	at := make([][2]int, len(w.Messages))
 	add := func(role string, blocks ...json.RawMessage) [2]int {
 		if n := len(turns); n > 0 && turns[n-1].Role == role {
+			// An assistant turn merged after another (a summary, which
+			// is the assistant's) keeps its thinking blocks first: the
+			// API wants the final assistant turn to start with one.
+			k := 0
+			for k < len(blocks) && !cacheable(blocks[k]) {
+				k++
+			}
+			if k > 0 {
+				for j := range at {
+					if at[j][0] == n-1 {
+						at[j][1] += k
+					}
+				}
+				turns[n-1].Content = append(slices.Clone(blocks[:k]), turns[n-1].Content...)
+				blocks = blocks[k:]
+			}
 			turns[n-1].Content = append(turns[n-1].Content, blocks...)
 		} else {
 			turns = append(turns, anthropicTurn{Role: role, Content: blocks})

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // A mid-conversation system turn stands only right after a user turn: one
@@ -59,5 +61,52 @@ func TestPlaceSystemTurns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A summary is the assistant's: a window that puts one right before the
+// final assistant turn merges the two, and the merged turn must still
+// start with that turn's thinking block, as the API requires.
+func TestAnthropicSummaryBeforeThinkingTurn(t *testing.T) {
+	msgs := []json.RawMessage{
+		json.RawMessage(`{"role":"user","content":"read the files"}`),
+		json.RawMessage(`{"role":"assistant","content":[{"type":"thinking","thinking":"next: read","signature":"sig"},{"type":"tool_use","id":"t1","name":"Read","input":{"path":"a"}}]}`),
+		json.RawMessage(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a's text"}]}`),
+	}
+	f := &anthropicFormat{raw: map[string]json.RawMessage{"model": json.RawMessage(`"m"`), "max_tokens": json.RawMessage(`1000`)},
+		messages: msgs, origin: []int{0, 1, 2}, parts: []int{1, 1, 1}, thinking: []bool{false, true, false}}
+	win := &memory.GatewayWindow{Answer: 1000}
+	add := func(m *memory.Message, client int) {
+		win.Messages = append(win.Messages, memory.GatewayMessage{WindowMessage: memory.WindowMessage{Message: m}, Client: client, Origin: client})
+	}
+	add(&memory.Message{Role: memory.RoleUser, Content: "read the files"}, 0)
+	add(&memory.Message{Role: memory.RoleAssistant, Kind: memory.KindSummary, Content: "Summary of 4 messages"}, -1)
+	add(&memory.Message{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "t1", Type: "function", Function: memory.FunctionCall{Name: "Read", Arguments: `{"path":"a"}`}}}}, 1)
+	add(&memory.Message{Role: memory.RoleTool, ToolCallID: "t1", Content: "a's text"}, 2)
+	body, err := f.body(win)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Type string `json:"type"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	var shape []string
+	for _, m := range out.Messages {
+		var types []string
+		for _, b := range m.Content {
+			types = append(types, b.Type)
+		}
+		shape = append(shape, m.Role+":"+strings.Join(types, ","))
+	}
+	if got, want := strings.Join(shape, " "), "user:text assistant:thinking,text,tool_use user:tool_result"; got != want {
+		t.Fatalf("messages %s, want %s", got, want)
 	}
 }

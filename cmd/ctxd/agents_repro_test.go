@@ -131,7 +131,7 @@ func TestAgentReproCodexTools(t *testing.T) {
 // message inside messages (its per-turn control beta), the assistant's
 // turns sent back with their thinking blocks.
 func TestAgentReproClaudeCode(t *testing.T) {
-	const window, steps = 32000, 12
+	const window, steps = 32000, 30
 	model, task, ts := reproModel(t, window, steps)
 	h := http.Header{"X-Api-Key": {"sk-ant-fake"}, "Anthropic-Version": {"2023-06-01"},
 		"Anthropic-Beta":        {"claude-code-20250219,interleaved-thinking-2025-05-14,per-turn-control-2026-07-01"},
