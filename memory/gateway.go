@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -57,6 +56,9 @@ type Gateway struct {
 	// calls counts each session's calls, and flushedAt the call of its
 	// last flush turn: flush turns are spaced (minCallsPerFlush).
 	calls, flushedAt map[string]int
+	// synced is what matching needs of each session's stored messages
+	// (see gateway_sync.go).
+	synced syncCache
 }
 
 // NewGateway returns the gateway of s.
@@ -263,6 +265,8 @@ type GatewayWindow struct {
 	// previous window exactly (see ContextResult.StablePrefix): where the
 	// adapter places the provider's cache breakpoint.
 	StablePrefix int
+	// syncedAt is the session's version when matching recorded its state.
+	syncedAt string
 	// FlushDue: this call's writes brought the session near compaction for
 	// the first time this cycle; the gateway gives the model its one chance
 	// to save notes (see FlushInstruction) before the compaction.
@@ -365,6 +369,8 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	// any did since the session's last window.
 	if after, err := g.s.Store.Session(ctx, tenant, req.Session); err == nil {
 		out.Compacted = out.Compacted || after.Compactions > g.compactionsSeen(tenant+"\x00"+req.Session, before.Compactions, after.Compactions)
+		// a compaction or a recovery changes none of what matching reads
+		g.synced.moved(tenant+"\x00"+req.Session, out.syncedAt, sessionVersion(after), nil)
 	}
 	return out, nil
 }
@@ -414,109 +420,6 @@ func (g *Gateway) setWindow(ctx context.Context, id string, window int) (int, st
 	return st.ContextWindow, st.Encoding, nil
 }
 
-// sync matches the client's history against the session's stored
-// originals, supersedes what the history no longer has, and stores the rest
-// of the history. It answers, for each stored message the history holds,
-// its index in the history.
-//
-// System messages are matched as a set, the others in order: an agent that
-// rewrites its system prompt on every call (a date, a tool list) replaces
-// the stored prompt, not the conversation after it.
-func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, out *GatewayWindow) (map[string]int, error) {
-	all, err := g.s.Store.Messages(ctx, tenant, req.Session, MessageQuery{})
-	if err != nil && ErrorCode(err) != ENOTFOUND {
-		return nil, err
-	}
-	var stored, storedSys []*Message
-	for _, m := range all {
-		switch {
-		case m.IsSummary() || m.IsVersion() || m.IsSuperseded() || IsGatewayNote(m):
-			// not the client's: it never sends them back
-		case m.Role == RoleSystem:
-			storedSys = append(storedSys, m)
-		default:
-			stored = append(stored, m)
-		}
-	}
-	var sent, sentSys []int // indexes in the history
-	for i, m := range req.History {
-		if m.Role == RoleSystem {
-			sentSys = append(sentSys, i)
-		} else {
-			sent = append(sent, i)
-		}
-	}
-	client := map[string]int{}
-	var stale []*Message
-	var fresh []int
-	used := make([]bool, len(storedSys))
-	for _, i := range sentSys {
-		j := -1
-		for x, m := range storedSys {
-			if !used[x] && sameTurn(m, req.History[i]) {
-				j = x
-				break
-			}
-		}
-		if j < 0 {
-			fresh = append(fresh, i)
-			continue
-		}
-		used[j] = true
-		client[storedSys[j].ID] = i
-	}
-	for j, m := range storedSys {
-		// A continuation sends only its new input: the stored system
-		// messages stay, but for the instructions it replaces.
-		if !used[j] && (req.After == "" || m.Metadata[InstructionsKey] == true) {
-			stale = append(stale, m)
-		}
-	}
-	if req.After != "" {
-		at := slices.IndexFunc(stored, func(m *Message) bool { return m.ID == req.After })
-		if at < 0 {
-			return nil, Errorf(ENOTFOUND, "the answer %s this call continues is no longer in the session", req.After)
-		}
-		stale = append(stale, stored[at+1:]...)
-		fresh = append(fresh, sent...)
-	} else {
-		k := 0
-		for k < len(stored) && k < len(sent) && sameTurn(stored[k], req.History[sent[k]]) {
-			client[stored[k].ID] = sent[k]
-			k++
-		}
-		stale = append(stale, stored[k:]...)
-		fresh = append(fresh, sent[k:]...)
-	}
-	slices.Sort(fresh) // stored in the history's order
-	if len(stale) > 0 {
-		ids, err := g.supersede(ctx, tenant, req.Session, stale)
-		if err != nil {
-			return nil, err
-		}
-		out.Superseded = ids
-	}
-	for len(fresh) > 0 {
-		n := min(len(fresh), g.s.Limits.MaxMessagesPerCall)
-		batch := make([]*Message, n)
-		for j, i := range fresh[:n] {
-			batch[j] = req.History[i]
-		}
-		res, err := g.s.Append(ctx, req.Session, batch)
-		if err != nil {
-			return nil, err
-		}
-		for j, id := range res.IDs {
-			client[id] = fresh[j]
-		}
-		out.Stored += n
-		out.Compacted = out.Compacted || res.Compaction != nil
-		out.FlushDue = out.FlushDue || (res.Session != nil && res.Session.FlushPrompt != "")
-		fresh = fresh[n:]
-	}
-	return client, nil
-}
-
 // GatewayNoteKey marks, in a message's metadata, a note the gateway stored
 // itself (a flush turn's save_memory): the client never sends it back, so
 // it takes no part in matching the client's history.
@@ -529,49 +432,6 @@ const InstructionsKey = "ctxd_instructions"
 
 // IsGatewayNote reports whether the gateway stored m itself.
 func IsGatewayNote(m *Message) bool { return m.Metadata[GatewayNoteKey] == true }
-
-// sameTurn reports whether a resent client message is the stored one:
-// same role, text, tool call id and tool calls; a tool result, same call id. Names and metadata are not
-// compared (SDKs drop or add them between calls). An assistant turn with
-// tool calls is the stored one when its calls have the same ids and names,
-// in any order: a call id names one call, and clients rewrite their own
-// turns (Claude Code drops "cd <cwd> &&" from Bash inputs, some reorder
-// text and calls), which must not make ctxd store the history again.
-func sameTurn(stored, sent *Message) bool {
-	if stored.Role != sent.Role || stored.ToolCallID != sent.ToolCallID || len(stored.ToolCalls) != len(sent.ToolCalls) {
-		return false
-	}
-	if stored.Role == RoleTool && stored.ToolCallID != "" {
-		// A result is the one its call id names: clients clear or trim
-		// their old tool outputs (opencode with a context limit replaces
-		// them with a placeholder), which must not make ctxd store the
-		// history from there again. ctxd keeps the original.
-		return true
-	}
-	if len(stored.ToolCalls) > 0 && stored.ToolCalls[0].ID != "" {
-		ids := map[string]string{}
-		for _, tc := range stored.ToolCalls {
-			ids[tc.ID] = tc.Function.Name
-		}
-		for _, tc := range sent.ToolCalls {
-			if name, ok := ids[tc.ID]; !ok || name != tc.Function.Name {
-				return false
-			}
-			delete(ids, tc.ID)
-		}
-		return true
-	}
-	if stored.Content != sent.Content {
-		return false
-	}
-	for i, tc := range stored.ToolCalls {
-		o := sent.ToolCalls[i]
-		if tc.ID != o.ID || tc.Function.Name != o.Function.Name || strings.TrimSpace(tc.Function.Arguments) != strings.TrimSpace(o.Function.Arguments) {
-			return false
-		}
-	}
-	return true
-}
 
 // GatewayConversationID names a session from a client's own session id
 // (Claude Code's X-Claude-Code-Session-Id, Anthropic's metadata.user_id)
@@ -641,12 +501,17 @@ func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Messa
 	if answer.Content == "" && len(answer.ToolCalls) == 0 {
 		return "", nil
 	}
-	unlock := g.lock(TenantFromContext(ctx), session)
+	tenant := TenantFromContext(ctx)
+	unlock := g.lock(tenant, session)
 	defer unlock()
+	before := g.version(ctx, tenant, session)
 	res, err := g.s.Append(ctx, session, []*Message{answer})
 	if err != nil {
 		return "", fmt.Errorf("store the upstream's answer: %w", err)
 	}
+	l := light(answer)
+	l.ID = res.IDs[0]
+	g.synced.moved(tenant+"\x00"+session, before, g.version(ctx, tenant, session), l)
 	return res.IDs[0], nil
 }
 
@@ -701,9 +566,11 @@ func (g *Gateway) SaveNotes(ctx context.Context, session string, notes []string)
 	}
 	unlock := g.lock(tenant, session)
 	defer unlock()
+	before := g.version(ctx, tenant, session)
 	if _, err := g.s.Append(ctx, session, msgs); err != nil {
 		return fmt.Errorf("store the flush turn's notes: %w", err)
 	}
+	g.synced.moved(tenant+"\x00"+session, before, g.version(ctx, tenant, session), nil)
 	return nil
 }
 

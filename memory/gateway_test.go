@@ -150,3 +150,44 @@ func TestGatewayClearedToolOutputsMatch(t *testing.T) {
 		}
 	}
 }
+
+// The gateway matches a resent history against what its own last call
+// left of the session without reading the store, and reads it again after
+// any other write: an answer it stored is matched, and a message deleted
+// through the API is no longer.
+func TestGatewayIncrementalMatching(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := memory.NewContextWithTenant(context.Background(), "t")
+	g := memory.NewGateway(h.Service)
+	history := []*memory.Message{{Role: memory.RoleUser, Content: "hello"}}
+	prepare := func(want int) {
+		t.Helper()
+		w, err := g.Prepare(ctx, memory.GatewayRequest{Session: "s", History: history, ContextWindow: 16000, Reserve: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Stored != want || len(w.Superseded) != 0 {
+			t.Fatalf("stored %d, superseded %v; want %d stored, none superseded", w.Stored, w.Superseded, want)
+		}
+	}
+	prepare(1)
+	for i := range 3 {
+		answer := &memory.Message{Role: memory.RoleAssistant, Content: fmt.Sprintf("answer %d", i)}
+		if _, err := g.StoreAnswer(ctx, "s", answer); err != nil {
+			t.Fatal(err)
+		}
+		history = append(history, &memory.Message{Role: memory.RoleAssistant, Content: answer.Content},
+			&memory.Message{Role: memory.RoleUser, Content: fmt.Sprintf("question %d", i)})
+		prepare(1)
+	}
+	// The newest question deleted through the API: the resent history
+	// stores it again, as it would after reading the store.
+	msgs, err := h.Store.Messages(ctx, "t", "s", memory.MessageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.DeleteMessage(ctx, msgs[len(msgs)-1].ID, false); err != nil {
+		t.Fatal(err)
+	}
+	prepare(1)
+}

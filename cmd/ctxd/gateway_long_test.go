@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ctxd/ctxd/internal/fakemodel"
+)
+
+// TestGatewayLongSession plays a 1,000-step tool loop through the gateway
+// (Chat Completions, the whole history resent on every call, as an agent
+// does) against the fake model, and logs the gateway's own time per call
+// (the round trip less the model's) in the first and last quarter: it
+// must stay flat as the session grows. It takes minutes and its times are
+// the machine's: `make test-long-session` runs it (CTXD_LONG_SESSION=1,
+// CTXD_LONG_STEPS to change the length); `make test` skips it.
+func TestGatewayLongSession(t *testing.T) {
+	if os.Getenv("CTXD_LONG_SESSION") != "1" {
+		t.Skip("a 1,000-step session takes minutes: run with CTXD_LONG_SESSION=1 (make test-long-session)")
+	}
+	steps := 1000
+	if n, err := strconv.Atoi(os.Getenv("CTXD_LONG_STEPS")); err == nil && n > 0 {
+		steps = n
+	}
+	const window = 16000
+	task, err := fakemodel.NewTask(t.TempDir(), steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := fakemodel.New(fakemodel.Config{Window: window, Task: task, Instruction: agentPrompt})
+	var modelTime atomic.Int64 // nanoseconds spent in the model, summed
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		model.ServeHTTP(w, r)
+		modelTime.Add(int64(time.Since(start)))
+	}))
+	t.Cleanup(up.Close)
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	tools := []any{map[string]any{"type": "function", "function": map[string]any{"name": "bash", "description": "Run a command",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}, "required": []string{"command"}}}}}
+	messages := []any{map[string]any{"role": "system", "content": "You are a coding agent."}, map[string]any{"role": "user", "content": agentPrompt}}
+	var gateway []time.Duration // the gateway's own time, per call
+	bodyBytes := 0
+	for call := 1; call <= steps+1; call++ {
+		b, _ := json.Marshal(map[string]any{"model": "fake-model", "messages": messages, "tools": tools, "max_tokens": 2000})
+		bodyBytes = len(b)
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/chat/completions", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Ctxd-Context-Window", strconv.Itoa(window))
+		inModel := modelTime.Load()
+		start := time.Now()
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Choices []struct {
+				Message map[string]any `json:"message"`
+			} `json:"choices"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		gateway = append(gateway, time.Since(start)-time.Duration(modelTime.Load()-inModel))
+		if res.StatusCode != 200 || err != nil || len(out.Choices) == 0 {
+			t.Fatalf("call %d: %d %v", call, res.StatusCode, err)
+		}
+		msg := out.Choices[0].Message
+		messages = append(messages, msg)
+		calls, _ := msg["tool_calls"].([]any)
+		if len(calls) == 0 {
+			break
+		}
+		id := calls[0].(map[string]any)["id"].(string)
+		k := stepOfCall(t, id)
+		// a short output: the history's size, not its text, is what grows
+		messages = append(messages, map[string]any{"role": "tool", "tool_call_id": id,
+			"content": fmt.Sprintf("%s\nstep %d: %s", task.Marker(k), k, strings.Repeat("ok ", 40))})
+	}
+	s := model.Stats()
+	comp := 0
+	for _, raw := range ts.mustDo(200, "GET", "/v1/sessions", nil)["sessions"].([]any) {
+		c, _ := raw.(map[string]any)["compactions"].(float64)
+		comp += int(c)
+	}
+	q := len(gateway) / 4
+	first, last := median(gateway[:q]), median(gateway[len(gateway)-q:])
+	t.Logf("%d steps: calls %d (flush turns %d), windows over the limit %d, compactions %d, without the instruction %d, last body %d KB; "+
+		"gateway time per call: first quarter median %v, last quarter median %v: %.2fx",
+		steps, s.Calls, s.FlushTurns, s.OverWindow, comp, s.WithoutInstruction, bodyBytes>>10, first, last, float64(last)/float64(first))
+	for _, v := range s.Violations {
+		t.Errorf("provider rule broken: %s", v)
+	}
+	if !s.Completed {
+		t.Errorf("the task did not complete: step %d of %d", s.Steps, steps)
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

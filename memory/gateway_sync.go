@@ -1,0 +1,294 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Matching the client's history against the session. An agent resends its
+// whole history on every call; reading the whole stored session to match
+// it made each call cost what the session had grown to (a 1,000-step
+// session read 2,000 messages on every call). The gateway keeps, per
+// session, what matching needs of the stored messages (ids, roles, call
+// ids, a hash of each text) as its own last call left them, with the
+// session's version then: a call that finds the session at that version
+// matches against it without reading the store. Any other write to the
+// session (an edit, a delete through the API) changes the version, and the
+// next call reads the store again.
+
+// syncState is what matching needs of one session's stored messages.
+type syncState struct {
+	version        string
+	stored, system []*Message // light copies (see light), in the session's order
+}
+
+// maxSyncStates bounds the sessions whose state is kept; when full the
+// table starts over (a session then reads its store once).
+const maxSyncStates = 4096
+
+type syncCache struct {
+	mu     sync.Mutex
+	states map[string]*syncState
+}
+
+var textSeed = maphash.MakeSeed()
+
+// light is m as matching sees it: its text replaced by a hash (matching
+// compares texts for equality only), its metadata by the one key matching
+// reads.
+func light(m *Message) *Message {
+	l := &Message{ID: m.ID, Role: m.Role, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls,
+		Content: strconv.FormatUint(maphash.String(textSeed, m.Content), 36)}
+	if m.Metadata[InstructionsKey] == true {
+		l.Metadata = map[string]any{InstructionsKey: true}
+	}
+	return l
+}
+
+// sessionVersion changes with every write to a session: appends move its
+// last sequence, deletes and compactions its counts, edits its tokens.
+func sessionVersion(s *Session) string {
+	return fmt.Sprintf("%d/%+v/%d/%d/%d/%d", s.LastSeq, s.Counts, s.Tokens, s.Compactions, s.Summaries, s.UpdatedAt.UnixNano())
+}
+
+func (c *syncCache) get(key, version string) *syncState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.states[key]
+	if st == nil || st.version != version {
+		return nil
+	}
+	return st
+}
+
+func (c *syncCache) put(key string, st *syncState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.states == nil || len(c.states) >= maxSyncStates {
+		c.states = map[string]*syncState{}
+	}
+	c.states[key] = st
+}
+
+// moved records the session's new version after a write of the gateway's
+// own that changed none of what matching reads (notes, a compaction), or
+// appended answer (a light copy, when not nil) to it. A state not at before (another
+// write came between) is left as it is: the next call reads the store.
+func (c *syncCache) moved(key, before, after string, answer *Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.states[key]
+	if st == nil || st.version != before {
+		return
+	}
+	n := &syncState{version: after, stored: st.stored, system: st.system}
+	if answer != nil {
+		n.stored = append(slices.Clip(st.stored), answer)
+	}
+	c.states[key] = n
+}
+
+// storedForMatching answers the session's stored messages that the client
+// sends back (not summaries, versions, superseded messages or the
+// gateway's notes), system messages apart, as light copies: from the cache
+// when the session is at the version the gateway left it, else read.
+func (g *Gateway) storedForMatching(ctx context.Context, tenant, id string) (stored, system []*Message, version string, err error) {
+	sess, err := g.s.Store.Session(ctx, tenant, id)
+	if err != nil && ErrorCode(err) != ENOTFOUND {
+		return nil, nil, "", err
+	}
+	if sess != nil {
+		version = sessionVersion(sess)
+		if st := g.synced.get(tenant+"\x00"+id, version); st != nil {
+			return st.stored, st.system, version, nil
+		}
+	}
+	all, err := g.s.Store.Messages(ctx, tenant, id, MessageQuery{})
+	if err != nil && ErrorCode(err) != ENOTFOUND {
+		return nil, nil, "", err
+	}
+	for _, m := range all {
+		switch {
+		case m.IsSummary() || m.IsVersion() || m.IsSuperseded() || IsGatewayNote(m):
+			// not the client's: it never sends them back
+		case m.Role == RoleSystem:
+			system = append(system, light(m))
+		default:
+			stored = append(stored, light(m))
+		}
+	}
+	return stored, system, version, nil
+}
+
+// version answers the session's version now ("" when it cannot be read).
+func (g *Gateway) version(ctx context.Context, tenant, id string) string {
+	sess, err := g.s.Store.Session(ctx, tenant, id)
+	if err != nil {
+		return ""
+	}
+	return sessionVersion(sess)
+}
+
+// sync matches the client's history against the session's stored
+// originals, supersedes what the history no longer has, and stores the rest
+// of the history. It answers, for each stored message the history holds,
+// its index in the history.
+//
+// System messages are matched as a set, the others in order: an agent that
+// rewrites its system prompt on every call (a date, a tool list) replaces
+// the stored prompt, not the conversation after it.
+func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, out *GatewayWindow) (map[string]int, error) {
+	stored, storedSys, _, err := g.storedForMatching(ctx, tenant, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	history := make([]*Message, len(req.History)) // as matching sees them
+	var sent, sentSys []int                       // indexes in the history
+	for i, m := range req.History {
+		history[i] = light(m)
+		if m.Role == RoleSystem {
+			sentSys = append(sentSys, i)
+		} else {
+			sent = append(sent, i)
+		}
+	}
+	client := map[string]int{}
+	var stale []*Message
+	var fresh []int
+	used := make([]bool, len(storedSys))
+	for _, i := range sentSys {
+		j := -1
+		for x, m := range storedSys {
+			if !used[x] && sameTurn(m, history[i]) {
+				j = x
+				break
+			}
+		}
+		if j < 0 {
+			fresh = append(fresh, i)
+			continue
+		}
+		used[j] = true
+		client[storedSys[j].ID] = i
+	}
+	for j, m := range storedSys {
+		// A continuation sends only its new input: the stored system
+		// messages stay, but for the instructions it replaces.
+		if !used[j] && (req.After == "" || m.Metadata[InstructionsKey] == true) {
+			stale = append(stale, m)
+		}
+	}
+	keep := len(stored) // the stored messages that stay the client's
+	if req.After != "" {
+		at := slices.IndexFunc(stored, func(m *Message) bool { return m.ID == req.After })
+		if at < 0 {
+			return nil, Errorf(ENOTFOUND, "the answer %s this call continues is no longer in the session", req.After)
+		}
+		stale = append(stale, stored[at+1:]...)
+		fresh = append(fresh, sent...)
+		keep = at + 1
+	} else {
+		k := 0
+		for k < len(stored) && k < len(sent) && sameTurn(stored[k], history[sent[k]]) {
+			client[stored[k].ID] = sent[k]
+			k++
+		}
+		stale = append(stale, stored[k:]...)
+		fresh = append(fresh, sent[k:]...)
+		keep = k
+	}
+	// What matching will read on the next call, once this one's writes
+	// are done: the kept messages, then the fresh ones.
+	next := &syncState{stored: slices.Clip(stored[:keep])}
+	for _, m := range storedSys {
+		if !slices.Contains(stale, m) {
+			next.system = append(next.system, m)
+		}
+	}
+	slices.Sort(fresh) // stored in the history's order
+	if len(stale) > 0 {
+		ids, err := g.supersede(ctx, tenant, req.Session, stale)
+		if err != nil {
+			return nil, err
+		}
+		out.Superseded = ids
+	}
+	for len(fresh) > 0 {
+		n := min(len(fresh), g.s.Limits.MaxMessagesPerCall)
+		batch := make([]*Message, n)
+		for j, i := range fresh[:n] {
+			batch[j] = req.History[i]
+		}
+		res, err := g.s.Append(ctx, req.Session, batch)
+		if err != nil {
+			return nil, err
+		}
+		for j, id := range res.IDs {
+			client[id] = fresh[j]
+			l := history[fresh[j]]
+			l.ID = id
+			if l.Role == RoleSystem {
+				next.system = append(next.system, l)
+			} else {
+				next.stored = append(next.stored, l)
+			}
+		}
+		out.Stored += n
+		out.Compacted = out.Compacted || res.Compaction != nil
+		out.FlushDue = out.FlushDue || (res.Session != nil && res.Session.FlushPrompt != "")
+		fresh = fresh[n:]
+	}
+	if next.version = g.version(ctx, tenant, req.Session); next.version != "" {
+		g.synced.put(tenant+"\x00"+req.Session, next)
+		out.syncedAt = next.version
+	}
+	return client, nil
+}
+
+// sameTurn reports whether a resent client message is the stored one:
+// same role, text, tool call id and tool calls; a tool result, same call id. Names and metadata are not
+// compared (SDKs drop or add them between calls). An assistant turn with
+// tool calls is the stored one when its calls have the same ids and names,
+// in any order: a call id names one call, and clients rewrite their own
+// turns (Claude Code drops "cd <cwd> &&" from Bash inputs, some reorder
+// text and calls), which must not make ctxd store the history again.
+func sameTurn(stored, sent *Message) bool {
+	if stored.Role != sent.Role || stored.ToolCallID != sent.ToolCallID || len(stored.ToolCalls) != len(sent.ToolCalls) {
+		return false
+	}
+	if stored.Role == RoleTool && stored.ToolCallID != "" {
+		// A result is the one its call id names: clients clear or trim
+		// their old tool outputs (opencode with a context limit replaces
+		// them with a placeholder), which must not make ctxd store the
+		// history from there again. ctxd keeps the original.
+		return true
+	}
+	if len(stored.ToolCalls) > 0 && stored.ToolCalls[0].ID != "" {
+		ids := map[string]string{}
+		for _, tc := range stored.ToolCalls {
+			ids[tc.ID] = tc.Function.Name
+		}
+		for _, tc := range sent.ToolCalls {
+			if name, ok := ids[tc.ID]; !ok || name != tc.Function.Name {
+				return false
+			}
+			delete(ids, tc.ID)
+		}
+		return true
+	}
+	if stored.Content != sent.Content {
+		return false
+	}
+	for i, tc := range stored.ToolCalls {
+		o := sent.ToolCalls[i]
+		if tc.ID != o.ID || tc.Function.Name != o.Function.Name || strings.TrimSpace(tc.Function.Arguments) != strings.TrimSpace(o.Function.Arguments) {
+			return false
+		}
+	}
+	return true
+}
