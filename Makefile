@@ -6,7 +6,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build build-bench test test-short test-agents crash fuzz bench lint vectors eval eval-agent eval-gateway figures sample clean
+.PHONY: run build build-bench test test-short test-agents test-long-session crash fuzz bench lint vectors eval eval-agent eval-gateway figures sample clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -57,6 +57,13 @@ test-short:
 AGENTS ?= TestAgent
 test-agents:
 	CTXD_AGENT_TESTS=1 $(GO) test -count=1 -timeout 60m -v -run '$(AGENTS)' ./cmd/ctxd/
+
+# A 1,000-step tool loop through the gateway against the fake model (LONG_STEPS steps): it must
+# complete within the window, and it logs the gateway's own time per call in the first and the last
+# quarter (flat: the history is matched against the gateway's last state, not re-read). Minutes.
+LONG_STEPS ?= 1000
+test-long-session:
+	CTXD_LONG_SESSION=1 CTXD_LONG_STEPS=$(LONG_STEPS) $(GO) test -count=1 -timeout 60m -v -run '^TestGatewayLongSession$$' ./cmd/ctxd/
 
 # Crash safety, run before a release: the corruption matrix (23 kinds of damage to the store, index,
 # vectors, cold mirror and logs) and the kill -9 tests with KILL_ROUNDS rounds each (CTXD_KILL_ROUNDS):
