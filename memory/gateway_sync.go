@@ -194,7 +194,8 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 		keep = at + 1
 	} else {
 		k := 0
-		for k < len(stored) && k < len(sent) && sameTurn(stored[k], history[sent[k]]) {
+		for k < len(stored) && k < len(sent) && (sameTurn(stored[k], history[sent[k]]) ||
+			k < len(sent)-1 && g.slightlyEdited(ctx, stored[k], req.History[sent[k]])) {
 			client[stored[k].ID] = sent[k]
 			k++
 		}
@@ -291,4 +292,49 @@ func sameTurn(stored, sent *Message) bool {
 		}
 	}
 	return true
+}
+
+// maxEditShare is the most of a message's text a client may have changed
+// in place for the message to stay the stored one (slightlyEdited).
+const maxEditShare = 0.05
+
+// slightlyEdited reports whether sent is the stored message with a small
+// change in place (a reminder's date, a path it shortened): clients rewrite
+// their own earlier messages, and taking each such change for a new
+// history made ctxd supersede and store everything after it again. Only an
+// earlier message counts (the newest, edited, is the user's new question),
+// of the same role and tool calls, with at most maxEditShare of its text
+// changed. The stored original stays, and is what the window sends.
+func (g *Gateway) slightlyEdited(ctx context.Context, stored, sent *Message) bool {
+	if stored.Role != sent.Role || stored.ToolCallID != sent.ToolCallID || len(stored.ToolCalls) != len(sent.ToolCalls) {
+		return false
+	}
+	for i, tc := range stored.ToolCalls {
+		if tc.ID != sent.ToolCalls[i].ID || tc.Function.Name != sent.ToolCalls[i].Function.Name {
+			return false
+		}
+	}
+	orig, err := g.s.Message(ctx, stored.ID)
+	if err != nil {
+		return false
+	}
+	return nearlySame(orig.Content, sent.Content)
+}
+
+// nearlySame reports whether b is a with one changed stretch of at most
+// maxEditShare of the longer text.
+func nearlySame(a, b string) bool {
+	n := max(len(a), len(b))
+	if n == 0 {
+		return true
+	}
+	p := 0
+	for p < len(a) && p < len(b) && a[p] == b[p] {
+		p++
+	}
+	q := 0
+	for q < len(a)-p && q < len(b)-p && a[len(a)-1-q] == b[len(b)-1-q] {
+		q++
+	}
+	return float64(n-p-q) <= maxEditShare*float64(n)
 }

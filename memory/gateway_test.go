@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -190,4 +191,39 @@ func TestGatewayIncrementalMatching(t *testing.T) {
 		t.Fatal(err)
 	}
 	prepare(1)
+}
+
+// A client that rewrites an earlier message slightly (a reminder's date)
+// does not make ctxd store its history again; a real edit, or an edit of
+// the newest message (the user's new question), still diverges.
+func TestGatewaySlightEditsMatch(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := memory.NewContextWithTenant(context.Background(), "t")
+	g := memory.NewGateway(h.Service)
+	reminder := "<reminder>today is 2026-11-27</reminder> " + strings.Repeat("Read every file in this directory. ", 10)
+	history := []*memory.Message{{Role: memory.RoleUser, Content: reminder}, {Role: memory.RoleAssistant, Content: "reading them"},
+		{Role: memory.RoleUser, Content: "go on"}}
+	prepare := func(h []*memory.Message) *memory.GatewayWindow {
+		t.Helper()
+		w, err := g.Prepare(ctx, memory.GatewayRequest{Session: "s", History: h, ContextWindow: 16000, Reserve: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	prepare(history)
+	edited := append([]*memory.Message{{Role: memory.RoleUser, Content: strings.Replace(reminder, "27", "28", 1)}}, history[1:]...)
+	edited = append(edited, &memory.Message{Role: memory.RoleUser, Content: "and the last one"})
+	if w := prepare(edited); w.Stored != 1 || len(w.Superseded) != 0 {
+		t.Fatalf("a date changed in the first message: stored %d, superseded %v; want 1 stored, none superseded", w.Stored, w.Superseded)
+	}
+	rewritten := append([]*memory.Message{{Role: memory.RoleUser, Content: "Summarize the files instead."}}, edited[1:]...)
+	if w := prepare(rewritten); len(w.Superseded) == 0 {
+		t.Fatal("a rewritten first message was taken for the stored one")
+	}
+	last := slices.Clone(rewritten)
+	last[len(last)-1] = &memory.Message{Role: memory.RoleUser, Content: "and the last two"}
+	if w := prepare(last); len(w.Superseded) != 1 {
+		t.Fatalf("the newest message edited: superseded %v, want the stored one", w.Superseded)
+	}
 }
