@@ -123,8 +123,14 @@ func (s *Server) responses(c echo.Context) error {
 	tools := toolsOf(req.Tools)
 	named := c.Request().Header.Get(SessionHeader)
 	user := req.User
-	if user == "" {
-		user = req.PromptCacheKey // Codex's conversation id
+	if user == "" && named == "" {
+		// Codex's conversation id: one per conversation (its subagents
+		// have their own), so it names the session as it is
+		if memory.ValidateSessionID(req.PromptCacheKey) == nil {
+			named = req.PromptCacheKey
+		} else {
+			user = req.PromptCacheKey
+		}
 	}
 	call := gatewayCall{
 		req: memory.GatewayRequest{

@@ -182,19 +182,20 @@ func (g *Gateway) lock(tenant, id string) func() {
 }
 
 // GatewaySessionID names the session of a gateway call: the name the
-// client gave (X-Ctxd-Session), else its user field (used as it is when it
-// is a valid session id, hashed otherwise), else a hash of the system prompt
-// and the first user message, which stay the same on every call of one
-// conversation.
+// client gave (X-Ctxd-Session); else its own id for the caller (OpenAI's
+// user, Anthropic's metadata.user_id, the Responses API's
+// prompt_cache_key) together with the conversation's identity; else a hash
+// of that identity alone. The identity is the system prompt and the first
+// user message, which stay the same on every call of one conversation. A
+// client's id alone named one session for all its calls, and its side
+// calls (titles, summaries) and subagents, which carry the same id,
+// superseded its main conversation's stored messages.
 func GatewaySessionID(named, user, system, firstUser string) string {
 	if named != "" {
 		return named
 	}
 	if user != "" {
-		if ValidateSessionID(user) == nil {
-			return user
-		}
-		return "gw-user-" + shortHash(user)
+		return GatewayConversationID("gw-user-", user, system, firstUser)
 	}
 	return "gw-" + shortHash(system+"\x00"+firstUser)
 }

@@ -18,7 +18,6 @@ func TestGatewaySessionID(t *testing.T) {
 		named, user, system, first, want string
 	}{
 		{"HeaderWins", "mine", "u1", "s", "q", "mine"},
-		{"UserField", "", "agent-7", "s", "q", "agent-7"},
 		{"SameConversationSameHash", "", "", "be terse", "first question", hashed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -31,6 +30,23 @@ func TestGatewaySessionID(t *testing.T) {
 		got := memory.GatewaySessionID("", "ann@example.com", "s", "q")
 		if !strings.HasPrefix(got, "gw-user-") || memory.ValidateSessionID(got) != nil {
 			t.Fatalf("got %q, want a valid gw-user- id", got)
+		}
+	})
+	// A client's id names each of its conversations apart: its side calls
+	// (a title) and subagents carry the same id.
+	t.Run("UserAndConversation", func(t *testing.T) {
+		main := memory.GatewaySessionID("", "agent-7", "You are a coding agent.", "fix the test")
+		if again := memory.GatewaySessionID("", "agent-7", "You are a coding agent.", "fix the test"); again != main {
+			t.Fatalf("one conversation, two sessions: %q and %q", main, again)
+		}
+		for _, other := range []string{
+			memory.GatewaySessionID("", "agent-7", "Write a 5-word title.", "fix the test"),
+			memory.GatewaySessionID("", "agent-7", "You are a coding agent.", "find the failing test"),
+			memory.GatewaySessionID("", "agent-8", "You are a coding agent.", "fix the test"),
+		} {
+			if other == main || memory.ValidateSessionID(other) != nil {
+				t.Fatalf("another conversation got %q (the main one %q)", other, main)
+			}
 		}
 	})
 	t.Run("OtherConversationOtherHash", func(t *testing.T) {

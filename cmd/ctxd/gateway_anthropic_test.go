@@ -13,6 +13,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/tokenizer"
 )
 
@@ -100,7 +101,9 @@ func TestGatewayAnthropicToolLoopStoredOnce(t *testing.T) {
 		t.Fatalf("upstream turns %s", got)
 	}
 	var got []string
-	for _, m := range sessionMessages(ts, "agent-7") {
+	// metadata.user_id with the conversation's identity: the same user's
+	// other conversations (side calls, subagents) are other sessions
+	for _, m := range sessionMessages(ts, memory.GatewaySessionID("", "agent-7", "You are a coding agent.", "What does main.go do?")) {
 		s := fmt.Sprintf("%v: %v", m["role"], m["content"])
 		if tc, ok := m["tool_calls"].([]any); ok {
 			fn := tc[0].(map[string]any)["function"].(map[string]any)
