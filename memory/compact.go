@@ -81,11 +81,8 @@ func (s *Service) Compact(ctx context.Context, sessionID string, req CompactRequ
 	if err := ValidateSessionID(sessionID); err != nil {
 		return nil, err
 	}
-	if err := checkText(req.Prompt); err != nil {
-		return nil, Errorf(EINVALID, "prompt: %v", err)
-	}
-	if len(req.Prompt) > MaxQueryBytes {
-		return nil, Errorf(EINVALID, "prompt: %d bytes is over the limit of %d", len(req.Prompt), MaxQueryBytes)
+	if err := checkPrompt(req.Prompt, s.Limits); err != nil {
+		return nil, err
 	}
 	if req.Trigger == "" {
 		req.Trigger = TriggerManual
@@ -149,9 +146,9 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 			rep.Pruned = append(rep.Pruned, m.ID)
 		}
 	}
-	rep.Prompt = req.Prompt
+	rep.Prompt = queryPart(req.Prompt)
 	if rep.Prompt == "" {
-		rep.Prompt = latestUserText(window)
+		rep.Prompt = queryPart(latestUserText(window))
 	}
 	units := groupUnits(window, cost)
 	protect(units, pol.KeepRecent)

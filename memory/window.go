@@ -98,11 +98,8 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if err := ValidateSessionID(sessionID); err != nil {
 		return nil, err
 	}
-	if len(req.Prompt) > MaxQueryBytes {
-		return nil, Errorf(EINVALID, "prompt: %d bytes is over the limit of %d", len(req.Prompt), MaxQueryBytes)
-	}
-	if err := checkText(req.Prompt); err != nil {
-		return nil, Errorf(EINVALID, "prompt: %v", err)
+	if err := checkPrompt(req.Prompt, s.Limits); err != nil {
+		return nil, err
 	}
 	if req.MaxTokens < 0 || req.MaxTokens > maxContextTokens {
 		return nil, Errorf(EINVALID, "max_tokens: %d is outside 1..%d", req.MaxTokens, maxContextTokens)
@@ -213,7 +210,10 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 	// make it any less the newest: counted again, it overfilled the window.
 	n := len(b.window)
 	last := sess.LastSeq
-	for n > 0 && IsGatewayNote(b.window[n-1]) && b.window[n-1].Seq == last {
+	// So do the agent's own notes (pinned, through the API or
+	// memory_save) written between its input and this call.
+	for n > 0 && (IsGatewayNote(b.window[n-1]) || b.window[n-1].Pinned) && b.window[n-1].Seq == last &&
+		!(req.Prompt != "" && strings.HasPrefix(b.window[n-1].Content, req.Prompt)) {
 		n, last = n-1, last-1
 	}
 	if n > 0 && req.Prompt != "" && b.window[n-1].Seq == last && strings.HasPrefix(b.window[n-1].Content, req.Prompt) {
@@ -226,6 +226,8 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 	}
 	b.res.Budget.PromptTokens = promptTokens
 	b.avail = req.MaxTokens - promptTokens - ReplyPriming
+	// Counted whole above; from here on the prompt only ranks.
+	b.req.Prompt = queryPart(req.Prompt)
 	return b, nil
 }
 
