@@ -73,3 +73,43 @@ func TestInputBeforeNoteCountedOnce(t *testing.T) {
 		t.Errorf("the input before the note was counted again: prompt_tokens %d", w.Budget.PromptTokens)
 	}
 }
+
+// --explain shows why each message would rank even where the builder did
+// not need to rank (the README's demo session fits whole; a tool loop's
+// recent steps): it showed zeros for all of them.
+func TestExplainScoresEveryMessage(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := context.Background()
+	mustAppend(t, h, "demo", &memory.Message{Role: memory.RoleSystem, Content: "You are a deployment assistant.", Pinned: true},
+		&memory.Message{Role: memory.RoleUser, Content: "The staging DB password rotates every Friday.", Name: "alice"})
+	mustAppend(t, h, "loop", &memory.Message{Role: memory.RoleUser, Content: "Fix src/app.py"})
+	for i := 0; i < 3; i++ {
+		mustAppend(t, h, "loop", step(i, codeOutput(i, 20))...)
+	}
+	for _, tc := range []struct{ session, prompt, match string }{
+		{"demo", "rotate it now?", "rotates"},
+		{"loop", "which handler resolves handler_2_3?", "handler_2_3"},
+	} {
+		for _, explain := range []bool{false, true} {
+			w, err := h.Context(ctx, tc.session, memory.ContextRequest{Prompt: tc.prompt, MaxTokens: 4000, Explain: explain})
+			if err != nil {
+				t.Fatal(err)
+			}
+			matched := false
+			for _, m := range w.Messages {
+				if m.Kind == memory.KindDigest {
+					continue // made for this window, not stored: nothing to score
+				}
+				if (m.Components != nil) != explain {
+					t.Errorf("%s, explain %v: message %s has components %v", tc.session, explain, m.ID, m.Components)
+				}
+				if explain && strings.Contains(m.Content, tc.match) {
+					matched = m.Components != nil && m.Components.Similarity > 0 && m.Score > 0
+				}
+			}
+			if explain && !matched {
+				t.Errorf("%s: the message that answers %q shows no similarity", tc.session, tc.prompt)
+			}
+		}
+	}
+}

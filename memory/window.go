@@ -249,6 +249,49 @@ func (b *windowBuilder) embedPrompt(ctx context.Context) error {
 func (b *windowBuilder) cost(m *Message) int { return b.pol.windowCost(m, b.sess.AssistantTurns) }
 
 func (b *windowBuilder) build(ctx context.Context) (*ContextResult, error) {
+	res, err := b.choose(ctx)
+	if err != nil || !b.req.Explain {
+		return res, err
+	}
+	return res, b.explainScores(ctx, res)
+}
+
+// explainScores scores, for an explained window, the messages the builder
+// did not need to rank (a window that fits whole, a tool loop's recent
+// steps), so that --explain shows why each would rank, not zeros. It
+// changes nothing in the window.
+func (b *windowBuilder) explainScores(ctx context.Context, res *ContextResult) error {
+	byID := make(map[string]*Message, len(b.window))
+	for _, m := range b.window {
+		byID[m.ID] = m
+	}
+	var missing []*Message
+	for _, wm := range res.Messages {
+		if _, ok := b.scores[wm.ID]; !ok && byID[wm.ID] != nil {
+			missing = append(missing, byID[wm.ID])
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := b.embedPrompt(ctx); err != nil {
+		return err
+	}
+	scores, err := b.s.scoreMessages(ctx, b.sess, b.params(b.pol.scoringParams()), b.req.Prompt, b.qvec, missing, b.window)
+	if err != nil {
+		return err
+	}
+	for i := range res.Messages {
+		if sc, ok := scores[res.Messages[i].ID]; ok {
+			c := sc.Components
+			res.Messages[i].Components, res.Messages[i].Score = &c, round4(sc.Total)
+		}
+	}
+	return nil
+}
+
+// choose fills the window level by level.
+func (b *windowBuilder) choose(ctx context.Context) (*ContextResult, error) {
 	if err := b.takePinned(); err != nil {
 		return nil, err
 	}
