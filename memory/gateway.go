@@ -334,8 +334,10 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 		return nil, err
 	}
 	prompt := req.History[len(req.History)-1].Content
-	if len(prompt) > MaxQueryBytes {
-		prompt = prompt[:MaxQueryBytes]
+	// Whole, so that it is counted whole (ranking takes a part of it);
+	// cut only where no message could hold it.
+	if len(prompt) > g.s.Limits.MaxContentBytes {
+		prompt = prompt[:g.s.Limits.MaxContentBytes]
 		for !utf8.ValidString(prompt) {
 			prompt = prompt[:len(prompt)-1]
 		}

@@ -241,7 +241,7 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 		}
 		out.Stored += n
 		out.Compacted = out.Compacted || res.Compaction != nil
-		out.FlushDue = out.FlushDue || (res.Session != nil && res.Session.FlushPrompt != "")
+		out.FlushDue = out.FlushDue || (res.Session != nil && res.Session.FlushPrompt != "" && !res.Session.notesFull())
 		fresh = fresh[n:]
 	}
 	if next.version = g.version(ctx, tenant, req.Session); next.version != "" {
