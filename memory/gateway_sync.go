@@ -183,7 +183,7 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 			stale = append(stale, m)
 		}
 	}
-	keep := len(stored) // the stored messages that stay the client's
+	var keep int // the stored messages that stay the client's
 	if req.After != "" {
 		at := slices.IndexFunc(stored, func(m *Message) bool { return m.ID == req.After })
 		if at < 0 {
