@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -308,8 +309,9 @@ func stepOf(id string) (int, bool) {
 	if i < 0 {
 		return 0, false
 	}
-	var k int
-	if _, err := fmt.Sscanf(id[i+3:], "%03d", &k); err != nil || k <= 0 {
+	// all the digits: a width of 3 read step 1000 as 100
+	k, err := strconv.Atoi(id[i+3:])
+	if err != nil || k <= 0 {
 		return 0, false
 	}
 	return k, true

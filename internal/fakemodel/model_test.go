@@ -112,3 +112,15 @@ func fmtJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// Step ids read back whole: a 1,000-step task's last step is 1000, not 100.
+func TestStepOf(t *testing.T) {
+	for _, k := range []int{1, 44, 999, 1000, 12345} {
+		if got, ok := stepOf(callID("call", k)); !ok || got != k {
+			t.Errorf("stepOf(%q) = %d, %v", callID("call", k), got, ok)
+		}
+	}
+	if _, ok := stepOf("toolu_flush7"); ok {
+		t.Error("a flush turn's id read as a step")
+	}
+}
