@@ -119,11 +119,14 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 		q.Candidates, q.Expand = scopedSearchCandidates, true
 	}
 	if r.Mode != ModeText {
-		vecs, err := s.embed(ctx, []string{r.Query})
+		vec, err := s.queryVector(ctx, r.Query)
 		if err != nil {
 			return nil, fmt.Errorf("embed query: %w", err)
 		}
-		q.Vector = vecs[0]
+		if vec == nil && r.Mode == ModeVector {
+			return []SearchResult{}, nil // no word the model knows: nothing is near it
+		}
+		q.Vector = vec
 	}
 	hits, err := s.Index.Search(ctx, q)
 	if err != nil {
