@@ -31,6 +31,9 @@ type SearchResult struct {
 	TextScore, VectorScore float64
 	// Via is "next_turn" for a result brought along by Neighbors.
 	Via string
+	// NeighborScore is what the result's neighbouring turns added to Score
+	// (see neighbourWeight); Score is the index's fused score plus it.
+	NeighborScore float64
 }
 
 // Search limits.
@@ -128,11 +131,19 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 		}
 		q.Vector = vec
 	}
+	// Hybrid only: text mode stays the literal match.
+	neighbours := q.Candidates > 0 && r.Mode == ModeHybrid
+	if neighbours {
+		q.K = max(neighbourPool, 5*r.K) // see neighbourWeight
+	}
 	hits, err := s.Index.Search(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("search index: %w", err)
 	}
 	res, err := s.resolve(ctx, tenant, hits)
+	if err == nil && neighbours {
+		res = withNeighbourScores(res, r.K)
+	}
 	if err != nil || r.Neighbors == 0 {
 		return res, err
 	}

@@ -55,3 +55,39 @@ func TestSearchUnknownWordsIgnoreEmptyMessages(t *testing.T) {
 		}
 	}
 }
+
+// In a search of a session, a turn gains a share of its neighbours' scores:
+// the answer to a matched question ranks above turns that share a word of
+// it, and says so in NeighborScore.
+func TestSearchNeighbourTurnsRank(t *testing.T) {
+	ctx := context.Background()
+	h := memorytest.Open(t)
+	turn := func(role memory.Role, text string) *memory.Message { return &memory.Message{Role: role, Content: text} }
+	msgs := []*memory.Message{
+		turn(memory.RoleUser, "This week was long, the garden needed water every day."),
+		turn(memory.RoleAssistant, "Sounds like a busy week."),
+		turn(memory.RoleUser, "Who takes the pager for the on-call rotation this week?"),
+		turn(memory.RoleAssistant, "Dana does, until Friday morning."),
+		turn(memory.RoleUser, "Next week I visit my sister in Porto."),
+		turn(memory.RoleAssistant, "Enjoy the trip and the pastries."),
+		turn(memory.RoleUser, "The rotation of the tyres is due this month."),
+		turn(memory.RoleAssistant, "Book the garage early."),
+	}
+	if _, err := h.Append(ctx, "chat", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Search(ctx, memory.SearchRequest{Query: "who is on call for the rotation this week", Sessions: []string{"chat"}, K: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res {
+		got = append(got, fmt.Sprintf("%q %.2f (+%.2f)", r.Content, r.Score, r.NeighborScore))
+	}
+	if len(res) < 2 || res[1].Content != "Dana does, until Friday morning." || res[1].NeighborScore <= 0 {
+		t.Errorf("the answer is not second, brought up by its question: %v", got)
+	}
+}

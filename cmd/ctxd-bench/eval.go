@@ -36,6 +36,9 @@ type evalOptions struct {
 	Server          string // empty: an in-process server on loopback
 	Mode            string
 	SkipAdversarial bool
+	// Neighbors is the searches' "neighbors" (the turn after each of the
+	// first N hits); -1 leaves it to the server.
+	Neighbors int
 
 	// Evidence in window (eval_context.go); off unless Context is set.
 	Context      bool
@@ -138,6 +141,7 @@ func newEvalCmd() *cobra.Command {
 	f.StringVarP(&ks, "k", "k", "5,10,20", "cut-offs to score, comma-separated; the search asks for the largest (at most 100)")
 	f.StringVar(&o.Server, "server", "", "base URL of a running ctxd (e.g. http://127.0.0.1:8080); empty: start one in-process")
 	f.StringVar(&o.Mode, "mode", "hybrid", "search mode: hybrid, text or vector")
+	f.IntVar(&o.Neighbors, "neighbors", -1, "the searches' neighbors: the turn after each of the first N hits comes along (-1: the server's default)")
 	f.BoolVar(&asJSON, "json", false, "print the numbers as JSON instead of tables")
 	f.BoolVar(&o.SkipAdversarial, "skip-adversarial", true, "skip adversarial (unanswerable) questions, as score.py does by default")
 	f.BoolVar(&noContext, "no-context", false, "skip the evidence-in-window part (ctx- sessions, context endpoint, baselines)")
@@ -531,7 +535,7 @@ func runEval(ctx context.Context, o evalOptions) (_ *evalReport, err error) {
 			continue
 		}
 		q := &questions[i]
-		ids, took, err := searchTurns(ctx, cl, byConv[q.ConvID].SessionID, q.Question, maxK, o.Mode)
+		ids, took, err := searchTurns(ctx, cl, byConv[q.ConvID].SessionID, q.Question, maxK, o.Mode, o.Neighbors)
 		if err != nil {
 			return nil, fmt.Errorf("question %s: %w", q.QID, err)
 		}
@@ -637,9 +641,13 @@ func turnIDOf(md map[string]any) string {
 
 // searchTurns asks one question and maps the hits to turn ids, best first,
 // each once.
-func searchTurns(ctx context.Context, cl *evalClient, session, question string, k int, mode string) ([]string, time.Duration, error) {
+func searchTurns(ctx context.Context, cl *evalClient, session, question string, k int, mode string, neighbors int) ([]string, time.Duration, error) {
+	in := api.SearchIn{Query: question, SessionID: session, K: k, Mode: mode}
+	if neighbors >= 0 {
+		in.Neighbors = &neighbors
+	}
 	t0 := time.Now()
-	results, err := cl.Search(ctx, api.SearchIn{Query: question, SessionID: session, K: k, Mode: mode})
+	results, err := cl.Search(ctx, in)
 	took := time.Since(t0)
 	if err != nil {
 		return nil, took, fmt.Errorf("search: %w", err)
