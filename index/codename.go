@@ -18,8 +18,9 @@ import (
 // either, and short messages that said "go vet" outranked the file; it kept
 // "reconcile.go" whole, so a search for "reconcile" missed it. A code name
 // (a run between spaces, stripped of enclosing punctuation, that joins
-// letters or digits with _ . / \ - : # @ = or changes case inside) now also
-// gives its whole, each segment of a path ("reconcile_worker_v2.go" in
+// letters or digits with _ . / \ - : # @ or changes case inside, with at most
+// maxDigitGroups groups of digits) now also
+// gives its whole, the last segment of a path ("reconcile_worker_v2.go" in
 // "pkg/reconcile_worker_v2.go"), and its parts of two or more characters
 // ("reconcile", "worker", "v2"; "parse", "Config" of "parseConfig").
 //
@@ -60,83 +61,104 @@ func init() {
 	}
 }
 
-// Tokenize returns the Unicode words of input and, after the first word of
-// each code name, its extra tokens at that word's position. The extra
-// tokens are flagged KeyWord; nothing reads the flag but it marks them.
+// Tokenize returns the Unicode words of input, each code name's extra
+// tokens after its words, at the position of its first word (codeParts:
+// the extra tokens alone). The extra tokens are flagged KeyWord; nothing
+// reads the flag but it marks them.
 func (t codeTokenizer) Tokenize(input []byte) analysis.TokenStream {
 	words := t.words.Tokenize(input)
-	var extra analysis.TokenStream
-	w := 0 // the first word not before the current run
+	out := make(analysis.TokenStream, 0, len(words)+len(words)/4)
+	w := 0 // the first word not yet passed on
 	for start := 0; start < len(input); {
-		r, n := utf8.DecodeRune(input[start:])
-		if unicode.IsSpace(r) {
-			start += n
+		if isSpaceAt(input, start) {
+			start++
 			continue
 		}
 		end := start
-		for end < len(input) {
-			r, n := utf8.DecodeRune(input[end:])
-			if unicode.IsSpace(r) {
-				break
-			}
-			end += n
+		for end < len(input) && !isSpaceAt(input, end) {
+			end++
 		}
-		for w < len(words) && words[w].Start < start {
+		first := w
+		for w < len(words) && words[w].Start < end {
 			w++
 		}
-		pos := 0
-		if w < len(words) && words[w].Start < end {
-			pos = words[w].Position
+		if t.mode != codeParts {
+			out = append(out, words[first:w]...)
 		}
-		if pos > 0 {
-			extra = codeTokens(input, start, end, words[w:], pos, t.mode, extra)
+		if w > first && !plainWord(input, start, end, words[first:w]) {
+			out = codeTokens(input, start, end, words[first:w], words[first].Position, t.mode, out)
 		}
 		start = end
 	}
-	if t.mode == codeParts {
-		return extra
+	if t.mode != codeParts {
+		out = append(out, words[w:]...)
 	}
-	if len(extra) == 0 {
-		return words
-	}
-	out := make(analysis.TokenStream, 0, len(words)+len(extra))
-	out = append(out, words...)
-	out = append(out, extra...)
-	// By position, a code name's tokens after its first word: the order
-	// Bleve and the highlighter expect of a stream.
-	slices.SortStableFunc(out, func(a, b *analysis.Token) int {
-		if a.Position != b.Position {
-			return a.Position - b.Position
-		}
-		return a.Start - b.Start
-	})
 	return out
 }
 
+// isSpaceAt reports whether input[i] is (or starts) a space: ASCII bytes
+// from a table, others by their rune.
+func isSpaceAt(input []byte, i int) bool {
+	if b := input[i]; b < utf8.RuneSelf {
+		return asciiSpace[b]
+	}
+	r, _ := utf8.DecodeRune(input[i:])
+	return unicode.IsSpace(r)
+}
+
+var asciiSpace = [utf8.RuneSelf]bool{' ': true, '\n': true, '\t': true, '\r': true, '\v': true, '\f': true}
+
+// plainWord reports whether a run is one word of lower-case ASCII letters
+// and digits, give or take punctuation around it: most runs of prose, and
+// nothing a code name could add to.
+func plainWord(input []byte, start, end int, words analysis.TokenStream) bool {
+	if len(words) != 1 {
+		return false
+	}
+	for _, b := range input[words[0].Start:words[0].End] {
+		if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9') {
+			return false
+		}
+	}
+	for _, b := range input[start:words[0].Start] {
+		if b >= utf8.RuneSelf || isJoiner(b) {
+			return false
+		}
+	}
+	for _, b := range input[words[0].End:end] {
+		if b >= utf8.RuneSelf || isJoiner(b) && !isTrailing(b) {
+			return false
+		}
+	}
+	return true
+}
+
 // codeTokens appends to out the tokens input[start:end] adds to the words
-// segmentation found in it (words, from the first in the run on).
+// segmentation found in it.
 func codeTokens(input []byte, start, end int, words analysis.TokenStream, pos int, mode codeMode, out analysis.TokenStream) analysis.TokenStream {
 	start, end = trimEnclosing(input, start, end)
-	if !isCodeName(input[start:end]) {
+	end = withoutLineNumbers(input, start, end)
+	if !isCodeName(input[start:end]) || digitGroups(input[start:end]) > maxDigitGroups {
 		return out
 	}
+	mine := len(out) // this run's extra tokens are out[mine:]
 	has := func(s, e int) bool {
 		for _, t := range words {
-			if t.Start >= end {
-				return false
+			if t.Start == s && t.End == e {
+				return true
 			}
+		}
+		for _, t := range out[mine:] {
 			if t.Start == s && t.End == e {
 				return true
 			}
 		}
 		return false
 	}
-	seen := map[[2]int]bool{}
 	add := func(s, e int) {
-		if e-s < 2 || seen[[2]int{s, e}] || has(s, e) {
+		if e-s < 2 || has(s, e) {
 			return
 		}
-		seen[[2]int{s, e}] = true
 		out = append(out, &analysis.Token{Start: s, End: e, Term: slices.Clone(input[s:e]), Position: pos,
 			Type: analysis.AlphaNumeric, KeyWord: true})
 	}
@@ -144,16 +166,15 @@ func codeTokens(input []byte, start, end int, words analysis.TokenStream, pos in
 	if wholes {
 		add(start, end)
 	}
-	// Segments of a path or a key=value.
-	for s := start; wholes && s < end; {
-		e := s
-		for e < end && !isSegmentSep(input[e]) {
-			e++
+	// The last segment of a path: the file's name.
+	if wholes {
+		s := end
+		for s > start && !isSegmentSep(input[s-1]) {
+			s--
 		}
-		if ss, se := trimEnclosing(input, s, e); se-ss < end-start && isCodeName(input[ss:se]) {
+		if ss, se := trimEnclosing(input, s, end); ss > start && isCodeName(input[ss:se]) {
 			add(ss, se)
 		}
-		s = e + 1
 	}
 	// Parts: runs of letters and digits, cut again where the case turns up
 	// ("parseConfig", "HTTPServer" -> "HTTP", "Server").
@@ -207,7 +228,7 @@ func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) 
 // isJoiner is what joins the parts of a code name.
 func isJoiner(b byte) bool {
 	switch b {
-	case '_', '.', '/', '\\', '-', ':', '#', '@', '=':
+	case '_', '.', '/', '\\', '-', ':', '#', '@':
 		return true
 	}
 	return false
@@ -216,7 +237,7 @@ func isJoiner(b byte) bool {
 // isSegmentSep separates the segments of a path or an assignment.
 func isSegmentSep(b byte) bool {
 	switch b {
-	case '/', '\\', ':', '=', '@', ',':
+	case '/', '\\', ':', '@', ',':
 		return true
 	}
 	return false
@@ -296,3 +317,38 @@ func hasCodeName(text string) bool {
 type span struct{ start, end int }
 
 func (s span) holds(start, end int) bool { return s.end > s.start && start >= s.start && end <= s.end }
+
+// maxDigitGroups: a run with more groups of digits than this is a time,
+// an address or a path of ids ("2026-01-02T15:04:05.000Z", "/api/v2/
+// orders/8812/items/3"), nearly every one of them distinct. Their words
+// are terms already; whole they only grew the dictionary: on log-like tool
+// outputs, indexing all of them cost 2.5 times the CPU of words alone.
+const maxDigitGroups = 3
+
+func digitGroups(s []byte) int {
+	n := 0
+	for i := range s {
+		if isDigitByte(s[i]) && (i == 0 || !isDigitByte(s[i-1])) {
+			n++
+		}
+	}
+	return n
+}
+
+func isDigitByte(b byte) bool { return b >= '0' && b <= '9' }
+
+// withoutLineNumbers cuts ":42" and ":42:7" off the end of a name: a file
+// and line ("main.go:42") is a new term at every line, its file and number
+// are terms anyway, and the file whole is the one people search for.
+func withoutLineNumbers(input []byte, start, end int) int {
+	for {
+		i := end
+		for i > start && isDigitByte(input[i-1]) {
+			i--
+		}
+		if i == end || i-1 <= start || input[i-1] != ':' {
+			return end
+		}
+		end = i - 1
+	}
+}
