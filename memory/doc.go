@@ -28,14 +28,17 @@
 // # Files by concern
 //
 //   - The Service and its settings: service.go (Service, Open, Close,
-//     readiness), policy.go (Policy and per-session overrides), limits.go
-//     (Concurrency, the embedding bound), model.go (the stored vectors'
+//     readiness), policy.go (Policy and per-session overrides),
+//     concurrency.go (Concurrency: the compaction and embedding bounds, and
+//     the striped per-session locks), model.go (the stored vectors'
 //     model against the configured embedder's), context.go (tenant and request
 //     id in the context.Context), error.go (error codes, which httpapi maps
 //     to statuses through api/errors.go).
 //   - Messages and sessions: message.go (Message, Role, State, validation),
 //     session.go (Session, ids, encodings), tokens.go (exact counts),
-//     budget.go (Status and window states), pinned.go (the pinned budget),
+//     budget.go (Status and window states, the flush signal), pinned.go (the
+//     pinned budget), prompt.go (the prompt: counted whole, ranked by a
+//     bounded part),
 //     messages_service.go (Append, listing), message_lookup.go,
 //     sessions_service.go and sessionquery.go (session CRUD and listing),
 //     idempotency.go (Idempotency-Key and message_id), edit.go (PATCH and
@@ -43,8 +46,9 @@
 //   - Indexing and search: indexer.go (replays the store's change log into
 //     the Index), search.go, salient.go (names an agent reuses), score.go
 //     (relevance of the window's messages to a prompt).
-//   - Compaction: compact.go (Compact, the session locks, selection and the
-//     one-transaction commit), compaction_types.go (ColdInfo, reasons,
+//   - Compaction: compact.go (Compact, selection, the hold after a
+//     compaction that cannot get under the trigger, and the one-transaction
+//     commit), compaction_types.go (ColdInfo, reasons,
 //     ports), units.go (tool-call groups moved as one unit), prune.go (old
 //     tool output cut in the window), summary.go (the rolling summary).
 //   - Cold storage and recovery: cold.go, coldsync.go (the JSONL mirror),
@@ -78,7 +82,7 @@
 // # A context call
 //
 // POST /v1/sessions/{id}/context reaches Service.Context (window.go): under
-// the session's lock (compact.go) it compacts first if the window is over
+// the session's lock (concurrency.go) it compacts first if the window is over
 // the hard limit, then a windowBuilder takes the pinned messages, and
 // either builds a tool loop's window (window_loop.go) or takes the recent
 // turns, scores the rest against the prompt (score.go), takes the summary,
