@@ -16,7 +16,7 @@
 //     (DamageScanner, StoreChecker). memory/boltstore is the Store, index/
 //     the Index, index/glove and index/openai the Embedders, tokenizer/ the
 //     Tokenizer.
-//   - compaction_types.go: Summarizer (summarize/), EventLog (eventlog/),
+//   - compact_types.go: Summarizer (summarize/), EventLog (eventlog/),
 //     ColdMirror (coldstore/); events.go: EventReader; idempotency.go:
 //     WriteKeys; restore_cold.go: ColdRestorer; admin.go: Progress,
 //     DocLister, ColdAuditor.
@@ -48,14 +48,17 @@
 //     (relevance of the window's messages to a prompt).
 //   - Compaction: compact.go (Compact, selection, the hold after a
 //     compaction that cannot get under the trigger, and the one-transaction
-//     commit), compaction_types.go (ColdInfo, reasons,
-//     ports), units.go (tool-call groups moved as one unit), prune.go (old
-//     tool output cut in the window), summary.go (the rolling summary).
+//     commit), compact_types.go (ColdInfo, reasons, ports),
+//     compact_units.go (tool-call groups moved as one unit),
+//     compact_prune.go (old tool output cut in the window),
+//     compact_summary.go (the rolling summary).
 //   - Cold storage and recovery: cold.go, coldsync.go (the JSONL mirror),
 //     recover.go (by id and for a prompt), restore_cold.go.
 //   - The window builder: window.go (Context, the levels of a conversation's
-//     window) and window_loop.go (the window of an agent in a tool loop);
-//     the builder also uses score.go, prune.go and recover.go.
+//     window), window_loop.go (the window of an agent in a tool loop),
+//     window_stable.go (the layout kept between calls so the prefix repeats)
+//     and window_recall.go (the recall block before the newest input); the
+//     builder also uses score.go, compact_prune.go and recover.go.
 //   - The gateway: gateway.go (session naming, matching a resent history
 //     against what is stored, superseding, the flush turn), gateway_models.go
 //     (known models' windows). httpapi speaks the providers' wire formats.
@@ -88,7 +91,7 @@
 // turns, scores the rest against the prompt (score.go), takes the summary,
 // finds cold originals worth recovering (recover.go), fills the remaining
 // budget by score, and assembles the messages in order, keeping tool-call
-// groups whole (units.go) and cutting old tool output (prune.go). What it
-// recovered is committed to the store; if that carried the window past the
+// groups whole (compact_units.go) and cutting old tool output
+// (compact_prune.go). What it recovered is committed to the store; if that carried the window past the
 // trigger, a compaction follows.
 package memory
