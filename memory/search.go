@@ -134,7 +134,10 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 	// Hybrid only: text mode stays the literal match.
 	neighbours := q.Candidates > 0 && r.Mode == ModeHybrid
 	if neighbours {
-		q.K = max(neighbourPool, 5*r.K) // see neighbourWeight
+		// The pool without snippets: cutting one from each of 100 texts
+		// (tool outputs of kilobytes) made a search of one session 7 times
+		// slower; the final k get theirs below.
+		q.K, q.Highlight = max(neighbourPool, 5*r.K), false // see neighbourWeight
 	}
 	hits, err := s.Index.Search(ctx, q)
 	if err != nil {
@@ -143,11 +146,37 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 	res, err := s.resolve(ctx, tenant, hits)
 	if err == nil && neighbours {
 		res = withNeighbourScores(res, r.K)
+		err = s.highlight(ctx, q, res)
 	}
 	if err != nil || r.Neighbors == 0 {
 		return res, err
 	}
 	return s.withNextTurns(ctx, tenant, res, r)
+}
+
+// highlight gives res their snippets: the index searches q again among
+// their ids alone, with snippets.
+func (s *Service) highlight(ctx context.Context, q SearchQuery, res []SearchResult) error {
+	if len(res) == 0 {
+		return nil
+	}
+	q.IDs = make([]string, len(res))
+	for i, x := range res {
+		q.IDs[i] = x.ID
+	}
+	q.K, q.Candidates, q.Highlight = len(res), len(res), true
+	hits, err := s.Index.Search(ctx, q)
+	if err != nil {
+		return fmt.Errorf("search index: %w", err)
+	}
+	snippets := make(map[string]string, len(hits))
+	for _, h := range hits {
+		snippets[h.ID] = h.Highlight
+	}
+	for i := range res {
+		res[i].Highlight = snippets[res[i].ID]
+	}
+	return nil
 }
 
 // withNextTurns inserts, after each of the first r.Neighbors results, the
