@@ -317,7 +317,8 @@ func (s *Service) ListMessages(ctx context.Context, sessionID string, states []s
 		msgs = msgs[:limit]
 		next = strconv.FormatUint(msgs[limit-1].Seq, 10)
 	}
-	return msgs, next, nil
+	// after the cursor: a page may come out short, never skip a message
+	return s.unexpired(msgs), next, nil
 }
 
 // ParseStates reads a state filter: names, comma lists, or "all" (no filter).
