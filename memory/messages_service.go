@@ -266,11 +266,14 @@ func (s *Service) prepare(ctx context.Context, enc string, window int, pol Polic
 		m.CreatedAt = m.CreatedAt.UTC()
 		texts[i] = EmbedText(m)
 	}
-	if err := countTokens(s.Tokenizer, enc, msgs); err != nil {
+	if err := countTokens(ctx, s.Tokenizer, enc, msgs); err != nil {
 		return err
 	}
 	caps := toolCaps(msgs, int(pol.ToolResultMaxPct*float64(window)))
 	for i, m := range msgs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		var err error
 		if m.Prune, err = pol.pruneCosts(s.Tokenizer, enc, m, caps[i]); err != nil {
 			return err
