@@ -61,7 +61,8 @@ test-agents:
 # Crash safety, run before a release: the corruption matrix (23 kinds of damage to the store, index,
 # vectors, cold mirror and logs) and the kill -9 tests with KILL_ROUNDS rounds each (CTXD_KILL_ROUNDS):
 # writers with compactions (TestSIGKILLRounds), compactions with deletes (TestSIGKILLColdMirror), and
-# `ctxd import` / `ctxd verify --repair` killed mid-way (TestSIGKILLAdmin): 3 x 20 = 60 rounds, about
+# `ctxd import` / `ctxd verify --repair` killed mid-way (TestSIGKILLAdmin: a partial import is refused at
+# start and finished by importing again without --replace): 3 x 20 = 60 rounds, about
 # 4 minutes. `make test` runs the same tests with fewer rounds.
 KILL_ROUNDS ?= 20
 CRASH_LOG   ?= /tmp/ctxd-crash.log
