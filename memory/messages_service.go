@@ -205,6 +205,9 @@ func (s *Service) appendTx(tx SessionTx, msgs []*Message, known map[string]*Mess
 			sess.UpdatedAt = m.CreatedAt
 		}
 	}
+	if sess.CompactHold > 0 && s.policy(sess).holdAfter(sess) == 0 {
+		sess.CompactHold = 0 // under the trigger again (deletes, pruning): the next crossing compacts
+	}
 	return nil
 }
 
@@ -221,7 +224,8 @@ func (s *Service) afterAppend(ctx context.Context, tenant, sessionID string, ses
 	st := s.status(sess)
 	var rep *CompactionReport
 	told := sess.FlushTold == sess.Compactions+1
-	if st.State == WindowOverLimit || st.State == WindowCompactionDue {
+	held := st.State == WindowCompactionDue && st.Policy.compactHeld(sess, st.Tokens)
+	if st.State == WindowOverLimit || (st.State == WindowCompactionDue && !held) {
 		req := CompactRequest{Trigger: TriggerAuto}
 		if st.State == WindowOverLimit {
 			req.Trigger, req.NoFlush = TriggerHardLimit, !told
@@ -295,6 +299,12 @@ func (s *Service) prepare(ctx context.Context, enc string, window int, pol Polic
 // ListMessages pages through a session's messages in order. states holds
 // state names or "all"; the cursor is opaque to callers (the last seq seen).
 func (s *Service) ListMessages(ctx context.Context, sessionID string, states []string, cursor string, limit int) ([]*Message, string, error) {
+	return s.listMessages(ctx, sessionID, states, cursor, limit, false)
+}
+
+// listMessages is ListMessages, newest first when desc (the cursor then
+// pages toward older messages).
+func (s *Service) listMessages(ctx context.Context, sessionID string, states []string, cursor string, limit int, desc bool) ([]*Message, string, error) {
 	if err := ValidateSessionID(sessionID); err != nil {
 		return nil, "", err
 	}
@@ -302,13 +312,19 @@ func (s *Service) ListMessages(ctx context.Context, sessionID string, states []s
 	if err != nil {
 		return nil, "", err
 	}
-	q := MessageQuery{Limit: limit + 1}
+	q := MessageQuery{Limit: limit + 1, Desc: desc}
 	if q.States, err = ParseStates(states); err != nil {
 		return nil, "", err
 	}
 	if cursor != "" {
-		if q.AfterSeq, err = strconv.ParseUint(cursor, 10, 64); err != nil {
+		seq, err := strconv.ParseUint(cursor, 10, 64)
+		if err != nil || (desc && seq == 0) {
 			return nil, "", Errorf(EINVALID, "cursor: not a cursor this server gave out")
+		}
+		if desc {
+			q.BeforeSeq = seq
+		} else {
+			q.AfterSeq = seq
 		}
 	}
 	msgs, err := s.Store.Messages(ctx, TenantFromContext(ctx), sessionID, q)
