@@ -54,7 +54,7 @@ func TestExpiredIsUnreadableBeforeThePurge(t *testing.T) {
 	found := func() (byID, listed, searched bool) {
 		_, err := svc.Message(ctx, old)
 		byID = err == nil
-		cold, _, err := svc.ListCold(ctx, "s", "", 100)
+		cold, _, err := svc.ListCold(ctx, "s", "", 100, false)
 		if err != nil {
 			t.Fatal(err)
 		}
