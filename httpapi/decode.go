@@ -108,8 +108,21 @@ func (s *Server) bodyError(err error) error {
 }
 
 // decode reads a JSON body into v. It refuses invalid UTF-8 (Go's decoder
-// would silently replace it, changing what the client sent) and trailing data.
+// would silently replace it, changing what the client sent), duplicate
+// members and trailing data.
 func (s *Server) decode(c echo.Context, v any) error {
+	return s.decodeBody(c, v, false)
+}
+
+// decodeStrict is decode refusing a field v does not have, as PATCH does:
+// on a write, an ignored typo ("pined") would be answered as if it took
+// effect. The reads and PUT /v1/sessions/{id} stay lenient: a client may PUT
+// back the status it read (its counts and times are not settings).
+func (s *Server) decodeStrict(c echo.Context, v any) error {
+	return s.decodeBody(c, v, true)
+}
+
+func (s *Server) decodeBody(c echo.Context, v any, strict bool) error {
 	body, err := readBody(c.Request())
 	if err != nil {
 		return s.bodyError(err)
@@ -126,11 +139,11 @@ func (s *Server) decode(c echo.Context, v any) error {
 	if err := checkJSONText(body); err != nil {
 		return err
 	}
-	// A field this server does not take is refused, on every route as on
-	// PATCH: ignored, a typo ("pined") would be answered as if it took effect.
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
@@ -240,7 +253,7 @@ func jsonError(err error) error {
 		return memory.Errorf(memory.EINVALID, "malformed JSON: body ends early")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		// encoding/json has no type for it; the text is its documented form.
-		return memory.Errorf(memory.EINVALID, "%s: this route does not take it (see docs/API.md)", strings.TrimPrefix(err.Error(), "json: "))
+		return memory.Errorf(memory.EINVALID, "%s is not a field of this write: it takes {\"messages\": [...]}, each message role, content, name, tool_call_id, tool_calls, important, pinned, metadata, created_at, message_id", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return memory.Errorf(memory.EINVALID, "malformed JSON: %v", err)
 }
