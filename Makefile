@@ -85,7 +85,7 @@ LOAD_DIR      ?= /tmp/ctxd-load
 load: build-bench
 	rm -rf $(LOAD_DIR)
 	$(BENCH_BIN) bench --data-dir $(LOAD_DIR) --messages $(LOAD_MESSAGES) --clients 8 --duration 0 --startup-exec=false | grep -E '^(ingest|  batch)'
-	for c in $(LOAD_CLIENTS); do \
+	@for c in $(LOAD_CLIENTS); do \
 		echo "== $$c clients, $(LOAD_MESSAGES) messages; load average before: $$(cut -d' ' -f1-3 /proc/loadavg)"; \
 		$(BENCH_BIN) bench --data-dir $(LOAD_DIR) --skip-ingest --messages $(LOAD_MESSAGES) --clients $$c \
 			--duration $(LOAD_DURATION) --startup-exec=false | sed -n '/^mixed load/,/^  all/p' || exit 1; \
