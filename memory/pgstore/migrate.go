@@ -79,6 +79,16 @@ var migrations = []string{
 		message_id text COLLATE "C" NOT NULL,
 		PRIMARY KEY (tenant, id)
 	);`,
+	// 3: the API's rate limits, shared by the nodes: a bucket per caller
+	// (a key's hash or a client address; store-wide, as meta). UNLOGGED:
+	// no WAL and no fsync for a row every request touches, and a crash
+	// that empties it only refills everyone's bucket.
+	`CREATE UNLOGGED TABLE rate_limits (
+		identity text COLLATE "C" PRIMARY KEY,
+		tokens double precision NOT NULL,
+		at timestamptz NOT NULL,
+		allowed boolean NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this binary writes.
