@@ -67,7 +67,7 @@ KILL_ROUNDS ?= 20
 CRASH_LOG   ?= /tmp/ctxd-crash.log
 crash:
 	CTXD_KILL_ROUNDS=$(KILL_ROUNDS) $(GO) test -race -count=1 -timeout 30m -v \
-		-run '^(TestCorruptionMatrix|TestStoreRollbackRefused|TestSIGKILLRounds|TestSIGKILLColdMirror|TestSIGKILLAdmin)$$' ./cmd/ctxd/ \
+		-run '^(TestCorruptionMatrix|TestStoreRollbackRefused|TestSIGKILLRounds|TestSIGKILLColdMirror|TestSIGKILLAdmin|TestSIGKILLNodeOnPostgres)$$' ./cmd/ctxd/ \
 		>$(CRASH_LOG) 2>&1; rc=$$?; \
 		grep -E '^(--- |PASS|FAIL|ok)|damage cases|kill rounds|  [a-z].*(repaired at start|refused|reported|tolerated)|seed |SILENT|lost' $(CRASH_LOG); \
 		echo "full output: $(CRASH_LOG)"; exit $$rc
