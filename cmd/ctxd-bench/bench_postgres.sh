@@ -87,6 +87,7 @@ DSN1="postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable"
 psql -c 'CREATE DATABASE two'
 DSN2="postgres://postgres@127.0.0.1:$PGPORT/two?sslmode=disable"
 
+if [ -z "${EVAL_ONLY:-}" ]; then
 say "embedded: $MESSAGES messages"
 node embedded "$OUT/embedded"; EURL=$URL; EPID=$PID
 run embedded "$EURL" "$EPID"
@@ -104,6 +105,14 @@ PIDS+=("$!")
 for _ in $(seq 1 100); do grep -q balancing "$OUT/balance.out" 2>/dev/null && break; sleep 0.1; done
 LB=$(sed -n 's/balancing \(http:[^ ]*\) .*/\1/p' "$OUT/balance.out")
 run two "$LB" "$PID"
+fi
+
+# The evaluations run on nodes of their own, empty: on the bench's nodes
+# the mixed load's writes (a different count on each) moved BM25's
+# document frequencies, and with them a few rankings.
+psql -c 'CREATE DATABASE evals'
+node eval-embedded "$OUT/eval-embedded"; EURL=$URL
+node eval-pg "$OUT/eval-pg" "postgres://postgres@127.0.0.1:$PGPORT/evals?sslmode=disable"; PURL=$URL; PPID_=$PID
 
 say "agent replay (--limit $AGENT_LIMIT) and LoCoMo against the embedded node and the PostgreSQL node"
 # The agent loop's cost on each side: the database's CPU and the node's
@@ -124,6 +133,7 @@ row() { # name file jq
   echo
 }
 {
+  if [ -z "${EVAL_ONLY:-}" ]; then
   echo "| $MESSAGES messages, 100 sessions, $CLIENTS clients | embedded | PostgreSQL | two nodes on PostgreSQL |"
   echo "|---|---|---|---|"
   row "ingest, batches of 100 (msg/s)" ingest '.ingest.messages_per_sec'
@@ -139,14 +149,15 @@ row() { # name file jq
     echo "DB CPU ($c): ingest ${ci}s = $(echo "scale=3; $ci * 1000 / $n" | bc) ms/message; mixed ${cm}s over $ops ops = $(echo "scale=3; $cm * 1000 / $ops" | bc) ms/op"
   done
   echo "new node, empty data dir, to /readyz: $(cat "$OUT/newnode-ready-s") s"
+  fi
   read -r adb anode <"$OUT/agent-cpu"
   calls=$(jq '.context_calls + .writes' "$OUT/agent-pg.json")
   echo "agent replay on PostgreSQL: $calls calls (context + writes); DB CPU ${adb}s = $(echo "scale=3; $adb * 1000 / $calls" | bc) ms/call;" \
     "node CPU ${anode}s = $(echo "scale=3; $anode * 1000 / $calls" | bc) ms/call; one DB core carries $(echo "scale=1; $anode / $adb" | bc) node cores"
   echo "--- agent replay, PostgreSQL:"; cat "$OUT/agent-pg.txt"
   echo "--- agent replay, embedded, where it differs (latencies apart):"
-  diff <(grep -v '_ms_\|latency' "$OUT/agent-pg.txt") <(grep -v '_ms_\|latency' "$OUT/agent-embedded.txt") && echo "(nowhere)"
+  diff <(grep -v '_ms_\|latency' "$OUT/agent-pg.txt") <(grep -v '_ms_\|latency' "$OUT/agent-embedded.txt") && echo "(nowhere)" || true
   echo "--- LoCoMo, PostgreSQL:"; tail -n 15 "$OUT/locomo-pg.txt"
   echo "--- LoCoMo, embedded, where it differs (latencies apart):"
-  diff <(grep -v 'latency' "$OUT/locomo-pg.txt" | tail -n 15) <(grep -v 'latency' "$OUT/locomo-embedded.txt" | tail -n 15) && echo "(nowhere)"
+  diff <(grep -v 'latency' "$OUT/locomo-pg.txt" | tail -n 15) <(grep -v 'latency' "$OUT/locomo-embedded.txt" | tail -n 15) && echo "(nowhere)" || true
 } | tee "$OUT/report.md"
