@@ -116,7 +116,8 @@ endef
 # ingest of PG_MESSAGES, PG_DURATION of mixed load (p50/p99), the database's CPU time per message and per
 # operation, a new node's start-up on the database, and the agent replay (AGENT_LIMIT runs, default 4) and
 # LoCoMo against a node of each store. Needs Debian's postgresql package; the report is in
-# /tmp/ctxd-bench-postgres/report.md. About 40 minutes at 100,000 messages on this machine.
+# /tmp/ctxd-bench-postgres/report.md. About 35 minutes at 100,000 messages on this machine; EVAL_ONLY=1 runs
+# only the evaluations (5 minutes).
 PG_MESSAGES ?= 100000
 PG_DURATION ?= 30s
 bench-postgres: build-bench
