@@ -6,7 +6,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build build-bench test test-short test-agents crash fuzz bench load lint vectors eval eval-agent eval-gateway figures sample clean
+.PHONY: run build build-bench test test-short test-agents crash fuzz bench bench-postgres load lint vectors eval eval-agent eval-gateway figures sample clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -68,7 +68,7 @@ KILL_ROUNDS ?= 20
 CRASH_LOG   ?= /tmp/ctxd-crash.log
 crash:
 	CTXD_KILL_ROUNDS=$(KILL_ROUNDS) $(GO) test -race -count=1 -timeout 30m -v \
-		-run '^(TestCorruptionMatrix|TestStoreRollbackRefused|TestSIGKILLRounds|TestSIGKILLColdMirror|TestSIGKILLAdmin)$$' ./cmd/ctxd/ \
+		-run '^(TestCorruptionMatrix|TestStoreRollbackRefused|TestSIGKILLRounds|TestSIGKILLColdMirror|TestSIGKILLAdmin|TestSIGKILLNodeOnPostgres)$$' ./cmd/ctxd/ \
 		>$(CRASH_LOG) 2>&1; rc=$$?; \
 		grep -E '^(--- |PASS|FAIL|ok)|damage cases|kill rounds|  [a-z].*(repaired at start|refused|reported|tolerated)|seed |SILENT|lost' $(CRASH_LOG); \
 		echo "full output: $(CRASH_LOG)"; exit $$rc
@@ -131,6 +131,20 @@ define need_data
 		echo "$(1)=$($(1)): $(2) does not exist; set $(1) to the evaluation data (see the README, Evaluation and benchmarks)" >&2; exit 2; \
 	fi
 endef
+
+# The embedded store, PostgreSQL and two nodes on PostgreSQL behind a round-robin balancer, side by side:
+# ingest of PG_MESSAGES, PG_DURATION of mixed load (p50/p99), the database's CPU time per message and per
+# operation, a new node's start-up on the database, and the agent replay (AGENT_LIMIT runs, default 4) and
+# LoCoMo against a node of each store. Needs Debian's postgresql package; the report is in
+# /tmp/ctxd-bench-postgres/report.md. About 35 minutes at 100,000 messages on this machine; EVAL_ONLY=1 runs
+# only the evaluations (5 minutes).
+PG_MESSAGES ?= 100000
+PG_DURATION ?= 30s
+bench-postgres: build-bench
+	$(call need_data,AGENT_RUNS,$(AGENT_RUNS),$(SAMPLE_DIR)/agent/runs.jsonl)
+	$(call need_data,BENCH_DIR,$(BENCH_DIR)/turns.jsonl,$(SAMPLE_DIR)/locomo/turns.jsonl)
+	BIN=$(BIN) BENCH_BIN=$(BENCH_BIN) MESSAGES=$(PG_MESSAGES) DURATION=$(PG_DURATION) AGENT_RUNS=$(AGENT_RUNS) \
+		AGENT_LIMIT=$(if $(filter 0,$(AGENT_LIMIT)),4,$(AGENT_LIMIT)) BENCH_DIR=$(BENCH_DIR) cmd/ctxd-bench/bench_postgres.sh
 
 # LoCoMo through the API: recall@k and evidence in window.
 eval: build-bench

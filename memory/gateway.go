@@ -173,6 +173,28 @@ func (g *Gateway) ratio(tenant, session string) float64 {
 	return 1
 }
 
+// loadRatio takes the session's calibration from the store, where the
+// node that learnt it last (RecordUsage) left it: with several nodes the
+// calls of one session go to any of them, and a ratio kept only where it
+// was learnt overfilled the windows the others built.
+func (g *Gateway) loadRatio(ctx context.Context, tenant, session string) {
+	sess, err := g.s.Store.Session(ctx, tenant, session)
+	if err != nil {
+		return // a new session (or a failing store, which Prepare reports next)
+	}
+	key := tenant + "\x00" + session
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sess.Calibration <= minRatio {
+		delete(g.ratios, key)
+		return
+	}
+	if len(g.ratios) >= maxRatios {
+		clear(g.ratios)
+	}
+	g.ratios[key] = min(sess.Calibration, maxRatio)
+}
+
 func (g *Gateway) lock(tenant, id string) func() {
 	mu := &g.locks[stripe(tenant, id, len(g.locks))]
 	mu.Lock()
@@ -309,6 +331,9 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	}
 	// The window and the answer are in the provider's count; the tools and
 	// the history in ctxd's, scaled by the session's calibration.
+	if g.s.SharedStore {
+		g.loadRatio(ctx, tenant, req.Session)
+	}
 	ratio := g.ratio(tenant, req.Session)
 	// What any window must hold: the system prompt and the newest message.
 	must := 0

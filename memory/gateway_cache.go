@@ -64,6 +64,12 @@ func (g *Gateway) RecordUsage(ctx context.Context, session string, u PromptUsage
 		c.CachedRead += u.CacheRead
 		c.CacheWrite += u.CacheWrite
 		c.HitRate, c.SavedPct = 0, 0 // derived when read
+		// Calibrate ran for this answer just before: its ratio goes with
+		// the session, for the other nodes (see loadRatio).
+		s.Calibration = 0
+		if r := g.ratio(tenant, session); r > minRatio {
+			s.Calibration = r
+		}
 		return nil
 	})
 	return err

@@ -106,8 +106,12 @@ type Session struct {
 	// PromptCache adds up what the provider's prompt cache did for the
 	// session's gateway calls, as the provider reported it.
 	PromptCache *PromptCache `json:"prompt_cache,omitempty"`
-	CreatedAt   time.Time    `json:"created_at"`
-	UpdatedAt   time.Time    `json:"updated_at"`
+	// Calibration is the gateway's ratio of the provider's token count to
+	// the session's (Gateway.Calibrate), kept with the session so that
+	// nodes sharing a store build its windows alike; 0: none learnt.
+	Calibration float64   `json:"calibration,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // SessionUpdate is a partial change of a session's settings: nil fields keep
