@@ -136,6 +136,8 @@ type result struct{ id, text string }
 type segment struct {
 	text   string
 	tokens int
+	// breakpoint marks a segment that carries Anthropic's cache_control.
+	breakpoint bool
 }
 
 // perMessage is what the model adds for each message's framing.
@@ -172,7 +174,8 @@ type outcome struct {
 	text     string // the final or side answer
 	thinking string // the thinking/reasoning text, when asked for
 	prompt   int
-	cached   int
+	cached   int // prompt tokens read from the cache
+	written  int // prompt tokens written to it (Anthropic's cache_creation_input_tokens)
 	output   int
 	overflow bool // refused for the window, not for a rule
 }
@@ -241,7 +244,11 @@ func (m *Model) decide(c *call) (outcome, string) {
 				m.stats.Steps = o.step
 			}
 		}
-		o.cached = cachedPrefix(m.prev[c.api], c.segments)
+		if c.api == "anthropic" {
+			o.cached, o.written = anthropicCache(m.prev[c.api], c.segments)
+		} else {
+			o.cached = openaiCache(m.prev[c.api], c.segments)
+		}
 		m.prev[c.api] = c.segments
 	}
 	if c.thinking {
@@ -267,17 +274,64 @@ func (m *Model) checkResults(n int, c *call) string {
 	return ""
 }
 
-// cachedPrefix counts the tokens of the longest run of equal leading
-// segments of the previous request and this one.
-func cachedPrefix(prev, cur []segment) int {
+// commonPrefix is how many leading segments the previous request and
+// this one share.
+func commonPrefix(prev, cur []segment) int {
 	n := 0
-	for i := 0; i < len(prev) && i < len(cur); i++ {
-		if prev[i].text != cur[i].text {
-			break
-		}
-		n += cur[i].tokens
+	for n < len(prev) && n < len(cur) && prev[n].text == cur[n].text {
+		n++
 	}
 	return n
+}
+
+// Prompt cache rules as the providers document them: OpenAI caches a
+// prompt's prefix by itself from 1,024 tokens on, in steps of 128;
+// Anthropic writes the prefix up to each cache_control breakpoint (from
+// 1,024 tokens on) and reads a written prefix when one of the request's
+// breakpoints falls at most 20 blocks after its end.
+const (
+	minCachedPrefix   = 1024
+	openaiCacheStep   = 128
+	anthropicLookback = 20
+)
+
+// openaiCache is what OpenAI reads from its cache of cur after prev: the
+// shared prefix, in whole steps, none under the minimum.
+func openaiCache(prev, cur []segment) int {
+	n := promptTokens(cur[:commonPrefix(prev, cur)])
+	if n < minCachedPrefix {
+		return 0
+	}
+	return n / openaiCacheStep * openaiCacheStep
+}
+
+// anthropicCache is what Anthropic reads from its cache of cur after prev
+// (the prefixes prev's breakpoints wrote), and what cur writes: the prefix
+// up to its last breakpoint, less what was read.
+func anthropicCache(prev, cur []segment) (read, written int) {
+	common := commonPrefix(prev, cur)
+	for p := common - 1; p >= 0 && read == 0; p-- {
+		if !prev[p].breakpoint {
+			continue
+		}
+		for b := p; b < len(cur) && b <= p+anthropicLookback; b++ {
+			if cur[b].breakpoint {
+				if n := promptTokens(cur[:p+1]); n >= minCachedPrefix {
+					read = n
+				}
+				break
+			}
+		}
+	}
+	for b := len(cur) - 1; b >= 0; b-- {
+		if cur[b].breakpoint {
+			if n := promptTokens(cur[:b+1]); n >= minCachedPrefix && n > read {
+				written = n - read
+			}
+			break
+		}
+	}
+	return read, written
 }
 
 // violation records a rule broken outside decide (the API's own rules).
