@@ -148,6 +148,7 @@ func newEvalCmd() *cobra.Command {
 	f.StringVar(&ao.Runs, "agent", "", "replay the recorded agent runs of this JSONL file instead (see above); --turns and --questions do not apply")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this file, for go tool pprof")
 	f.BoolVar(&ao.Gateway, "gateway", false, "with --agent: replay through the drop-in gateway (POST /v1/chat/completions, the whole history on every call, go-openai as the client) to a model in this process that answers with the recorded turns; figures on what the model was sent")
+	f.StringVar(&ao.GatewayAPI, "gateway-api", "", "with --gateway: the API the agent calls, openai (Chat Completions through go-openai, the default) or anthropic (Messages through anthropic-sdk-go, with breakpoints after the system prompt and on the newest message, as Claude Code places them); the model reports its prompt cache by that provider's rules")
 	f.IntVar(&ao.Limit, "limit", 0, "with --agent: replay only the first N runs (0: all)")
 	f.IntVar(&ao.Probes, "probes", 0, "with --agent: interrupt each run N times, late in it, with a question about a name or number of a tool output more than 30 messages back, and report prompted_recall_pct (probes add messages: the other figures then differ from a plain run)")
 	f.StringVar(&ao.Ctxd, "ctxd", defaultCtxd, "with --agent: the ctxd binary whose `serve` the replay runs as a child process (unless --server); \"\": serve in this process")
@@ -174,7 +175,7 @@ func checkEvalFlags(fs *pflag.FlagSet) error {
 		// cobra's own wording, which the exit code recognises as a usage error
 		return fmt.Errorf(`required flag(s) "%s" not set`, strings.Join(missing, `", "`))
 	}
-	for _, name := range []string{"limit", "policy", "ctxd", "gateway"} {
+	for _, name := range []string{"limit", "policy", "ctxd", "gateway", "gateway-api"} {
 		if fs.Changed(name) {
 			return usageErrorf("--%s: only with --agent", name)
 		}

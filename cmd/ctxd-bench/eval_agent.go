@@ -43,8 +43,10 @@ type agentOptions struct {
 	// growth was 2.0 where the script measured 1.4). Empty: serve in this
 	// process (tests).
 	Ctxd string
-	// Gateway replays through the drop-in gateway instead (eval_gateway.go).
-	Gateway bool
+	// Gateway replays through the drop-in gateway instead (eval_gateway.go),
+	// in the API GatewayAPI names (gatewayOpenAI when empty).
+	Gateway    bool
+	GatewayAPI string
 	// Probes is how many questions about old tool outputs interrupt each
 	// run (eval_agent_cache.go); 0: none.
 	Probes int
@@ -70,6 +72,10 @@ func (o *agentOptions) check() error {
 		return usageErrorf("--limit: %d is negative (0 replays every run)", o.Limit)
 	case o.Probes < 0 || o.Probes > 100:
 		return usageErrorf("--probes: %d is outside 0..100", o.Probes)
+	case o.GatewayAPI != "" && o.GatewayAPI != gatewayOpenAI && o.GatewayAPI != gatewayAnthropic:
+		return usageErrorf("--gateway-api: %q is not openai or anthropic", o.GatewayAPI)
+	case o.GatewayAPI != "" && !o.Gateway:
+		return usageErrorf("--gateway-api: only with --gateway")
 	case o.Probes > 0 && o.Gateway:
 		return usageErrorf("--probes: not through the gateway (its model answers with the recorded turns only)")
 	}
@@ -252,6 +258,7 @@ type agentReport struct {
 	// through the gateway: the prompt cache the model reported, and what
 	// the sessions' status measured of it, in % of prompt tokens
 	CachedPrefixPct, SessionCacheHitPct float64
+	CacheWritePct                       float64 // Anthropic's cache writes
 }
 
 // runAgentEval replays the runs against the server and sums the figures.

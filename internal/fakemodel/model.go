@@ -244,10 +244,11 @@ func (m *Model) decide(c *call) (outcome, string) {
 				m.stats.Steps = o.step
 			}
 		}
+		common := commonPrefix(m.prev[c.api], c.segments)
 		if c.api == "anthropic" {
-			o.cached, o.written = anthropicCache(m.prev[c.api], c.segments)
+			o.cached, o.written = AnthropicCached(cacheSegments(m.prev[c.api]), cacheSegments(c.segments), common)
 		} else {
-			o.cached = openaiCache(m.prev[c.api], c.segments)
+			o.cached = OpenAICached(promptTokens(c.segments[:common]))
 		}
 		m.prev[c.api] = c.segments
 	}
@@ -272,66 +273,6 @@ func (m *Model) checkResults(n int, c *call) string {
 		return ""
 	}
 	return ""
-}
-
-// commonPrefix is how many leading segments the previous request and
-// this one share.
-func commonPrefix(prev, cur []segment) int {
-	n := 0
-	for n < len(prev) && n < len(cur) && prev[n].text == cur[n].text {
-		n++
-	}
-	return n
-}
-
-// Prompt cache rules as the providers document them: OpenAI caches a
-// prompt's prefix by itself from 1,024 tokens on, in steps of 128;
-// Anthropic writes the prefix up to each cache_control breakpoint (from
-// 1,024 tokens on) and reads a written prefix when one of the request's
-// breakpoints falls at most 20 blocks after its end.
-const (
-	minCachedPrefix   = 1024
-	openaiCacheStep   = 128
-	anthropicLookback = 20
-)
-
-// openaiCache is what OpenAI reads from its cache of cur after prev: the
-// shared prefix, in whole steps, none under the minimum.
-func openaiCache(prev, cur []segment) int {
-	n := promptTokens(cur[:commonPrefix(prev, cur)])
-	if n < minCachedPrefix {
-		return 0
-	}
-	return n / openaiCacheStep * openaiCacheStep
-}
-
-// anthropicCache is what Anthropic reads from its cache of cur after prev
-// (the prefixes prev's breakpoints wrote), and what cur writes: the prefix
-// up to its last breakpoint, less what was read.
-func anthropicCache(prev, cur []segment) (read, written int) {
-	common := commonPrefix(prev, cur)
-	for p := common - 1; p >= 0 && read == 0; p-- {
-		if !prev[p].breakpoint {
-			continue
-		}
-		for b := p; b < len(cur) && b <= p+anthropicLookback; b++ {
-			if cur[b].breakpoint {
-				if n := promptTokens(cur[:p+1]); n >= minCachedPrefix {
-					read = n
-				}
-				break
-			}
-		}
-	}
-	for b := len(cur) - 1; b >= 0; b-- {
-		if cur[b].breakpoint {
-			if n := promptTokens(cur[:b+1]); n >= minCachedPrefix && n > read {
-				written = n - read
-			}
-			break
-		}
-	}
-	return read, written
 }
 
 // violation records a rule broken outside decide (the API's own rules).
