@@ -50,6 +50,9 @@ type agentOptions struct {
 	// Probes is how many questions about old tool outputs interrupt each
 	// run (eval_agent_cache.go); 0: none.
 	Probes int
+	// Chat: Runs is a LoCoMo-style turns file, each conversation replayed
+	// as a chat (eval_chat.go).
+	Chat bool
 }
 
 const (
@@ -266,7 +269,11 @@ func runAgentEval(ctx context.Context, o agentOptions) (_ *agentReport, err erro
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	runs, err := loadAgentRuns(o.Runs, o.Limit)
+	load := loadAgentRuns
+	if o.Chat {
+		load = loadChatRuns
+	}
+	runs, err := load(o.Runs, o.Limit)
 	if err != nil {
 		return nil, err
 	}
