@@ -84,8 +84,9 @@ type SessionStatus struct {
 	Tokens        int     `json:"tokens" jsonschema:"what the session's working window costs now"`
 	ContextWindow int     `json:"context_window" jsonschema:"the session's context window in tokens"`
 	PctUsed       float64 `json:"pct_used" jsonschema:"tokens over context_window, 0 to 1"`
-	State         string  `json:"state" jsonschema:"ok; flush_due (save durable notes now: compaction comes next); compaction_due; over_limit"`
+	State         string  `json:"state" jsonschema:"ok; flush_due (save durable notes now: compaction comes next; said once per compaction cycle, with flush_prompt); compaction_due; over_limit"`
 	FlushPrompt   string  `json:"flush_prompt,omitempty" jsonschema:"present when state is flush_due: what to do before context is lost"`
+	NoteRoom      *int    `json:"note_room_tokens,omitempty" jsonschema:"with flush_prompt: the tokens of pinned notes the session can still take"`
 	FlushDue      bool    `json:"flush_due" jsonschema:"true when the agent should save durable notes with memory_save before the session is compacted"`
 	Messages      Counts  `json:"messages" jsonschema:"how many messages are in each state"`
 	Summaries     int     `json:"summaries"`
@@ -100,7 +101,7 @@ func toStatus(st *memory.Status) SessionStatus {
 	}
 	c := st.Messages
 	return SessionStatus{ID: st.ID, Tokens: st.Tokens, ContextWindow: st.ContextWindow, PctUsed: st.PctUsed,
-		State: st.State, FlushPrompt: st.FlushPrompt, FlushDue: st.FlushPrompt != "",
+		State: st.State, FlushPrompt: st.FlushPrompt, NoteRoom: st.NoteRoom, FlushDue: st.FlushPrompt != "",
 		Messages:  Counts{Active: c.Active, Summarized: c.Summarized, Dropped: c.Dropped, Recovered: c.Recovered},
 		Summaries: st.Summaries, Compactions: st.Compactions,
 		CreatedAt: st.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: st.UpdatedAt.UTC().Format(time.RFC3339Nano)}

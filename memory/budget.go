@@ -11,8 +11,14 @@ const (
 )
 
 // FlushPrompt is what the server tells an agent once per compaction cycle,
-// before context is lost.
+// before context is lost: the start of Status.FlushPrompt, which goes on
+// to say how much room the notes have (see Service.status).
 const FlushPrompt = "the session is near compaction: save durable facts, decisions and preferences now as pinned notes"
+
+// FlushPromptFull replaces the flush prompt when the pinned notes have no
+// room left: another note would be refused, so the agent is asked to make
+// room, which always succeeds.
+const FlushPromptFull = "the session is near compaction and its pinned notes fill their budget: merge notes into fewer, shorter ones or unpin those that need not stay in every window, then save what is new"
 
 // Budget is the policy that turns a window's size into a state (see
 // Policy.Budget for the defaults).
@@ -58,11 +64,18 @@ type Status struct {
 	Summaries     int            `json:"summaries"`
 	Compactions   int            `json:"compactions"`
 	FlushPrompt   string         `json:"flush_prompt,omitempty"`
-	PromptCache   *PromptCache   `json:"prompt_cache,omitempty"`
-	Policy        Policy         `json:"policy"`
-	CreatedAt     time.Time      `json:"created_at"`
-	UpdatedAt     time.Time      `json:"updated_at"`
+	// NoteRoom, with the flush prompt: the tokens of pinned notes the
+	// session can still take (a note past it is refused with 409).
+	NoteRoom    *int         `json:"note_room_tokens,omitempty"`
+	PromptCache *PromptCache `json:"prompt_cache,omitempty"`
+	Policy      Policy       `json:"policy"`
+	CreatedAt   time.Time    `json:"created_at"`
+	UpdatedAt   time.Time    `json:"updated_at"`
 }
+
+// notesFull reports a flush prompt that asks for room rather than notes:
+// a flush turn would only have its notes refused.
+func (st *Status) notesFull() bool { return st.NoteRoom != nil && *st.NoteRoom < minNoteRoom }
 
 // StatusOf reports s, whose window costs tokens, under budget b.
 func (b Budget) StatusOf(s *Session, tokens int) *Status {
@@ -75,7 +88,8 @@ func (b Budget) StatusOf(s *Session, tokens int) *Status {
 		st.PctUsed = float64(int(float64(tokens)/float64(s.ContextWindow)*10000)) / 10000
 	}
 	st.State = b.State(tokens, s.ContextWindow)
-	if s.FlushTold != s.Compactions+1 {
+	switch {
+	case s.FlushTold != s.Compactions+1:
 		// Until the agent has been told once this cycle, a window past the
 		// trigger is flush_due: its compaction waits for the flush (see
 		// afterAppend). Past the hard limit it cannot wait.
@@ -85,6 +99,12 @@ func (b Budget) StatusOf(s *Session, tokens int) *Status {
 		if st.State == WindowFlushDue {
 			st.FlushPrompt = FlushPrompt
 		}
+	case st.State == WindowFlushDue:
+		// Told already this cycle: flush_due is one signal, sent once with
+		// its prompt. An agent that saved notes whenever the state read
+		// flush_due wrote one set per write until the pinned budget
+		// refused them.
+		st.State = WindowOK
 	}
 	return st
 }

@@ -81,11 +81,8 @@ func (s *Service) Compact(ctx context.Context, sessionID string, req CompactRequ
 	if err := ValidateSessionID(sessionID); err != nil {
 		return nil, err
 	}
-	if err := checkText(req.Prompt); err != nil {
-		return nil, Errorf(EINVALID, "prompt: %v", err)
-	}
-	if len(req.Prompt) > MaxQueryBytes {
-		return nil, Errorf(EINVALID, "prompt: %d bytes is over the limit of %d", len(req.Prompt), MaxQueryBytes)
+	if err := checkPrompt(req.Prompt, s.Limits); err != nil {
+		return nil, err
 	}
 	if req.Trigger == "" {
 		req.Trigger = TriggerManual
@@ -149,9 +146,9 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 			rep.Pruned = append(rep.Pruned, m.ID)
 		}
 	}
-	rep.Prompt = req.Prompt
+	rep.Prompt = queryPart(req.Prompt)
 	if rep.Prompt == "" {
-		rep.Prompt = latestUserText(window)
+		rep.Prompt = queryPart(latestUserText(window))
 	}
 	units := groupUnits(window, cost)
 	protect(units, pol.KeepRecent)
@@ -173,14 +170,40 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 	rep.TokensAfter = after
 	rep.ProtectedOnly = after > rep.Target
 	s.finishReport(rep, units, scores, start)
-	if req.DryRun || (len(rep.Dropped) == 0 && len(rep.Summarized) == 0) {
+	if req.DryRun {
 		return rep, nil
+	}
+	if len(rep.Dropped) == 0 && len(rep.Summarized) == 0 {
+		return rep, s.holdCompactions(ctx, tenant, sessionID, pol, rep)
 	}
 	if err := s.commitCompaction(ctx, tenant, sessionID, pol, units, roll, rep); err != nil {
 		return nil, err
 	}
 	rep.TookMS = float64(time.Since(start).Microseconds()) / 1000
 	return rep, nil
+}
+
+// holdCompactions records a compaction that could free nothing (every
+// message left is protected: pinned, recent, the first request), so that
+// automatic compactions wait for the window to grow before they try again,
+// and says so in its report.
+func (s *Service) holdCompactions(ctx context.Context, tenant, sessionID string, pol Policy, rep *CompactionReport) error {
+	if rep.TokensBefore <= rep.Target {
+		return nil
+	}
+	var hold int
+	sess, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
+		hold = max(pol.windowTokens(tx.Session()), 1)
+		tx.Session().CompactHold = hold
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("hold compactions: %w", err)
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("nothing could be freed: every message left in the window is protected (pinned, system, important, "+
+		"the first request or the %d most recent); automatic compactions wait until the window grows past %d tokens, or reaches the hard limit",
+		pol.KeepRecent, hold+pol.holdBand(sess)))
+	return nil
 }
 
 func latestUserText(window []*Message) string {
@@ -360,6 +383,7 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 			}
 		}
 		tx.Session().Compactions++
+		tx.Session().CompactHold = pol.holdAfter(tx.Session())
 		return nil
 	})
 	if err != nil {
@@ -417,6 +441,9 @@ func (s *Service) compactInBackground(tenant, sessionID, prompt string) {
 		}
 		if sess.FlushTold != sess.Compactions+1 {
 			return // the agent has not been offered its flush: the next write offers it, then compacts
+		}
+		if st := s.status(sess); st.State == WindowCompactionDue && s.policy(sess).compactHeld(sess, st.Tokens) {
+			return // the last compaction could not get under the trigger: wait for growth
 		}
 		if _, err := s.compactLocked(ctx, tenant, sessionID, CompactRequest{Prompt: prompt, Trigger: TriggerAuto}); err != nil {
 			s.Logger.Error("background compaction failed", "session", sessionID, "err", err)

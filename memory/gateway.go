@@ -329,8 +329,10 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 		return nil, err
 	}
 	prompt := req.History[len(req.History)-1].Content
-	if len(prompt) > MaxQueryBytes {
-		prompt = prompt[:MaxQueryBytes]
+	// Whole, so that it is counted whole (ranking takes a part of it);
+	// cut only where no message could hold it.
+	if len(prompt) > g.s.Limits.MaxContentBytes {
+		prompt = prompt[:g.s.Limits.MaxContentBytes]
 		for !utf8.ValidString(prompt) {
 			prompt = prompt[:len(prompt)-1]
 		}
@@ -511,7 +513,7 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 		}
 		out.Stored += n
 		out.Compacted = out.Compacted || res.Compaction != nil
-		out.FlushDue = out.FlushDue || (res.Session != nil && res.Session.FlushPrompt != "")
+		out.FlushDue = out.FlushDue || (res.Session != nil && res.Session.FlushPrompt != "" && !res.Session.notesFull())
 		fresh = fresh[n:]
 	}
 	return client, nil

@@ -183,6 +183,9 @@ func (s *Service) appendTx(tx SessionTx, msgs []*Message, known map[string]*Mess
 			sess.UpdatedAt = m.CreatedAt
 		}
 	}
+	if sess.CompactHold > 0 && s.policy(sess).holdAfter(sess) == 0 {
+		sess.CompactHold = 0 // under the trigger again (deletes, pruning): the next crossing compacts
+	}
 	return nil
 }
 
@@ -199,7 +202,8 @@ func (s *Service) afterAppend(ctx context.Context, tenant, sessionID string, ses
 	st := s.status(sess)
 	var rep *CompactionReport
 	told := sess.FlushTold == sess.Compactions+1
-	if st.State == WindowOverLimit || st.State == WindowCompactionDue {
+	held := st.State == WindowCompactionDue && st.Policy.compactHeld(sess, st.Tokens)
+	if st.State == WindowOverLimit || (st.State == WindowCompactionDue && !held) {
 		req := CompactRequest{Trigger: TriggerAuto}
 		if st.State == WindowOverLimit {
 			req.Trigger, req.NoFlush = TriggerHardLimit, !told

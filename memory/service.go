@@ -261,10 +261,25 @@ func (s *Service) IndexLag(ctx context.Context) uint64 {
 func (s *Service) policy(sess *Session) Policy { return sess.Policy.Apply(s.Policy) }
 
 // status reports a session under its policy.
+// minNoteRoom is the least room for notes a flush prompt asks the agent to
+// fill: below it the prompt asks for room instead.
+const minNoteRoom = 64
+
 func (s *Service) status(sess *Session) *Status {
 	p := s.policy(sess)
 	st := p.Budget().StatusOf(sess, p.windowTokens(sess))
 	st.Policy = p
+	if st.FlushPrompt != "" && sess.PinnedTokens != nil {
+		// The prompt says how much the notes may take, so an agent that
+		// obeys it is never refused for its notes.
+		room := max(pinnedLimit(p, sess)-*sess.PinnedTokens, 0)
+		st.NoteRoom = &room
+		if room < minNoteRoom {
+			st.FlushPrompt = FlushPromptFull
+		} else {
+			st.FlushPrompt = fmt.Sprintf("%s (at most %d tokens of notes in all; past that, merge or unpin older notes first)", FlushPrompt, room)
+		}
+	}
 	return st
 }
 

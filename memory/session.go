@@ -96,6 +96,13 @@ type Session struct {
 	// FlushTold is Compactions+1 once the agent was told to flush in the
 	// current compaction cycle, so it is told once per cycle.
 	FlushTold int `json:"flush_told,omitempty"`
+	// CompactHold is what the window cost after the last compaction when
+	// that could not bring it under the trigger (everything left was
+	// protected, or nothing could be freed); 0 otherwise. Automatic
+	// compactions under the hard limit wait until the window has grown a
+	// band past it (Policy.compactHeld): run on every write, each broke the
+	// prompt cache to free a few tokens, or nothing.
+	CompactHold int `json:"compact_hold,omitempty"`
 	// PromptCache adds up what the provider's prompt cache did for the
 	// session's gateway calls, as the provider reported it.
 	PromptCache *PromptCache `json:"prompt_cache,omitempty"`

@@ -98,11 +98,8 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if err := ValidateSessionID(sessionID); err != nil {
 		return nil, err
 	}
-	if len(req.Prompt) > MaxQueryBytes {
-		return nil, Errorf(EINVALID, "prompt: %d bytes is over the limit of %d", len(req.Prompt), MaxQueryBytes)
-	}
-	if err := checkText(req.Prompt); err != nil {
-		return nil, Errorf(EINVALID, "prompt: %v", err)
+	if err := checkPrompt(req.Prompt, s.Limits); err != nil {
+		return nil, err
 	}
 	if req.MaxTokens < 0 || req.MaxTokens > maxContextTokens {
 		return nil, Errorf(EINVALID, "max_tokens: %d is outside 1..%d", req.MaxTokens, maxContextTokens)
@@ -213,7 +210,10 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 	// make it any less the newest: counted again, it overfilled the window.
 	n := len(b.window)
 	last := sess.LastSeq
-	for n > 0 && IsGatewayNote(b.window[n-1]) && b.window[n-1].Seq == last {
+	// So do the agent's own notes (pinned, through the API or
+	// memory_save) written between its input and this call.
+	for n > 0 && (IsGatewayNote(b.window[n-1]) || b.window[n-1].Pinned) && b.window[n-1].Seq == last &&
+		!(req.Prompt != "" && strings.HasPrefix(b.window[n-1].Content, req.Prompt)) {
 		n, last = n-1, last-1
 	}
 	if n > 0 && req.Prompt != "" && b.window[n-1].Seq == last && strings.HasPrefix(b.window[n-1].Content, req.Prompt) {
@@ -226,6 +226,8 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 	}
 	b.res.Budget.PromptTokens = promptTokens
 	b.avail = req.MaxTokens - promptTokens - ReplyPriming
+	// Counted whole above; from here on the prompt only ranks.
+	b.req.Prompt = queryPart(req.Prompt)
 	return b, nil
 }
 
@@ -247,6 +249,49 @@ func (b *windowBuilder) embedPrompt(ctx context.Context) error {
 func (b *windowBuilder) cost(m *Message) int { return b.pol.windowCost(m, b.sess.AssistantTurns) }
 
 func (b *windowBuilder) build(ctx context.Context) (*ContextResult, error) {
+	res, err := b.choose(ctx)
+	if err != nil || !b.req.Explain {
+		return res, err
+	}
+	return res, b.explainScores(ctx, res)
+}
+
+// explainScores scores, for an explained window, the messages the builder
+// did not need to rank (a window that fits whole, a tool loop's recent
+// steps), so that --explain shows why each would rank, not zeros. It
+// changes nothing in the window.
+func (b *windowBuilder) explainScores(ctx context.Context, res *ContextResult) error {
+	byID := make(map[string]*Message, len(b.window))
+	for _, m := range b.window {
+		byID[m.ID] = m
+	}
+	var missing []*Message
+	for _, wm := range res.Messages {
+		if _, ok := b.scores[wm.ID]; !ok && byID[wm.ID] != nil {
+			missing = append(missing, byID[wm.ID])
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := b.embedPrompt(ctx); err != nil {
+		return err
+	}
+	scores, err := b.s.scoreMessages(ctx, b.sess, b.params(b.pol.scoringParams()), b.req.Prompt, b.qvec, missing, b.window)
+	if err != nil {
+		return err
+	}
+	for i := range res.Messages {
+		if sc, ok := scores[res.Messages[i].ID]; ok {
+			c := sc.Components
+			res.Messages[i].Components, res.Messages[i].Score = &c, round4(sc.Total)
+		}
+	}
+	return nil
+}
+
+// choose fills the window level by level.
+func (b *windowBuilder) choose(ctx context.Context) (*ContextResult, error) {
 	if err := b.takePinned(); err != nil {
 		return nil, err
 	}
