@@ -47,7 +47,14 @@ func (b *windowBuilder) buildChat(ctx context.Context) (res *ContextResult, ok b
 	res = b.assemble()
 	// The recall block: the recovered messages, in their order, moved to
 	// just before the newest unit.
-	newest := b.units[len(b.units)-1].msgs[0].ID
+	// The newest input: the newest unit that is not a pinned note written
+	// after it.
+	newest := ""
+	for i := len(b.units) - 1; i >= 0 && newest == ""; i-- {
+		if b.chosen[b.units[i]] != SourcePinned {
+			newest = b.units[i].msgs[0].ID
+		}
+	}
 	var stable, recalled []WindowMessage
 	at := -1
 	for _, wm := range res.Messages {

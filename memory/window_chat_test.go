@@ -58,4 +58,20 @@ func TestChatWindowRecallsBeforeTheNewestInput(t *testing.T) {
 			t.Fatalf("message %d differs in the next window: %s, then %s", i, w.Messages[i].ID, next.Messages[i].ID)
 		}
 	}
+
+	// A note the agent pinned after its input leads the window; the
+	// recall block still goes before the input.
+	ask = "Was the zebrafish vault on the blue drive?"
+	in := mustAppend(t, h, "c", &memory.Message{Role: memory.RoleAssistant, Content: "On the blue drive."},
+		&memory.Message{Role: memory.RoleUser, Content: ask})
+	mustAppend(t, h, "c", &memory.Message{Role: memory.RoleSystem, Content: "Note: the vault question again.", Pinned: true})
+	w, err = h.Context(ctx, "c", memory.ContextRequest{Prompt: ask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = len(w.Messages)
+	if w.Messages[n-1].ID != in.IDs[1] || w.Messages[n-2].Source != memory.SourceRecovered {
+		t.Fatalf("after a pinned note: the window ends with %s (%s) then %s, want the recall block then the input",
+			w.Messages[n-2].ID, w.Messages[n-2].Source, w.Messages[n-1].ID)
+	}
 }
