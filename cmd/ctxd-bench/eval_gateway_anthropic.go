@@ -36,62 +36,12 @@ type anthropicBlock struct {
 	breakpoint bool
 }
 
-// anthropicWireBlock is a content block as the model reads it.
-type anthropicWireBlock struct {
-	Type         string          `json:"type"`
-	Text         string          `json:"text"`
-	ID           string          `json:"id"`
-	Name         string          `json:"name"`
-	Input        json.RawMessage `json:"input"`
-	ToolUseID    string          `json:"tool_use_id"`
-	Content      json.RawMessage `json:"content"`
-	CacheControl json.RawMessage `json:"cache_control"`
-}
-
-// anthropicBlocks reads a content field: a string or a list of blocks.
-func anthropicBlocks(raw json.RawMessage) []anthropicWireBlock {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []anthropicWireBlock{{Type: "text", Text: s}}
-	}
-	var out []anthropicWireBlock
-	_ = json.Unmarshal(raw, &out)
-	return out
-}
-
-// text is what a block says: its text, a tool call's name and input, a
-// tool result's content.
-func (b anthropicWireBlock) text() string {
-	switch b.Type {
-	case "tool_use":
-		return b.Name + " " + string(compactJSON(b.Input))
-	case "tool_result":
-		var parts []string
-		for _, c := range anthropicBlocks(b.Content) {
-			parts = append(parts, c.Text)
-		}
-		return joinLines(parts)
-	}
-	return b.Text
-}
-
 func compactJSON(raw json.RawMessage) json.RawMessage {
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) != nil {
 		return raw
 	}
 	return buf.Bytes()
-}
-
-func joinLines(parts []string) string {
-	out := ""
-	for i, p := range parts {
-		if i > 0 {
-			out += "\n"
-		}
-		out += p
-	}
-	return out
 }
 
 // serveAnthropic answers a Messages request with the next recorded turn,
@@ -118,12 +68,12 @@ func (m *gatewayModel) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 	}
 	var got []openai.ChatCompletionMessage
 	var blocks []anthropicBlock
-	add := func(role string, b anthropicWireBlock) error {
-		n, err := m.tok.Count(memory.EncodingO200k, b.text())
+	add := func(role string, b fakemodel.AnthropicBlock) error {
+		n, err := m.tok.Count(memory.EncodingO200k, b.Said())
 		if err != nil {
 			return err
 		}
-		blocks = append(blocks, anthropicBlock{key: role + "\x00" + b.Type + "\x00" + b.ID + b.ToolUseID + "\x00" + b.text(),
+		blocks = append(blocks, anthropicBlock{key: role + "\x00" + b.Type + "\x00" + b.ID + b.ToolUseID + "\x00" + b.Said(),
 			tokens: n + anthropicBlockFraming, breakpoint: len(b.CacheControl) > 0 && string(b.CacheControl) != "null"})
 		return nil
 	}
@@ -131,7 +81,7 @@ func (m *gatewayModel) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"type":"error","error":{"type":"api_error","message":"count"}}`, http.StatusInternalServerError)
 	}
 	if len(req.System) > 0 {
-		for _, b := range anthropicBlocks(req.System) {
+		for _, b := range fakemodel.AnthropicBlocks(req.System) {
 			if err := add("system", b); err != nil {
 				fail(err)
 				return
@@ -141,7 +91,7 @@ func (m *gatewayModel) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, msg := range req.Messages {
 		var asst *openai.ChatCompletionMessage
-		for _, b := range anthropicBlocks(msg.Content) {
+		for _, b := range fakemodel.AnthropicBlocks(msg.Content) {
 			if err := add(msg.Role, b); err != nil {
 				fail(err)
 				return
@@ -159,7 +109,7 @@ func (m *gatewayModel) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 					asst.Content += b.Text
 				}
 			case b.Type == "tool_result":
-				got = append(got, openai.ChatCompletionMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: b.text()})
+				got = append(got, openai.ChatCompletionMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: b.Said()})
 			default:
 				got = append(got, openai.ChatCompletionMessage{Role: msg.Role, Content: b.Text})
 			}

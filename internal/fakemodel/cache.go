@@ -1,5 +1,7 @@
 package fakemodel
 
+import "encoding/json"
+
 // Prompt cache rules as the providers document them: OpenAI caches a
 // prompt's prefix by itself from 1,024 tokens on, in steps of 128;
 // Anthropic writes the prefix up to each cache_control breakpoint (from
@@ -83,3 +85,14 @@ func cacheSegments(segs []segment) []CacheSegment {
 	}
 	return out
 }
+
+// AnthropicBlock is a content block of a Messages request, as the model
+// reads it; exported, with AnthropicBlocks, for the gateway replay's model.
+type AnthropicBlock = anthBlock
+
+// AnthropicBlocks reads a content field: a string is one text block.
+func AnthropicBlocks(raw json.RawMessage) []AnthropicBlock { return blocks(raw) }
+
+// Said is what a block says: its text, a tool call's name and input, a
+// tool result's content.
+func (b anthBlock) Said() string { return b.text() }
