@@ -84,10 +84,15 @@ func TestGatewayPromptCacheShown(t *testing.T) {
 		t.Errorf("ctxd_gateway_input_cost_saved_ratio = %v, want %.4f", got, 0.9*hit)
 	}
 
-	pct := func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }
+	// The dashboard shows the status's figures (rounded as it rounds them).
+	if h, _ := pc["hit_rate"].(float64); h < hit-0.0001 || h > hit+0.0001 {
+		t.Fatalf("status hit_rate %v, want %.4f", pc["hit_rate"], hit)
+	}
+	shown := fmt.Sprintf("%.1f%%", pc["hit_rate"].(float64)*100)
+	saved := fmt.Sprintf("%.1f%%", pc["input_cost_saved_pct"].(float64))
 	for path, want := range map[string]string{
-		"/ui/":                    fmt.Sprintf("Prompt cache, all sessions: <b>%s</b> of %s input tokens", pct(hit), numfmt.Thousands(prompt)),
-		"/ui/sessions/" + session: fmt.Sprintf("prompt cache <b>%s</b> hit · <b>%s</b> of input cost saved", pct(hit), pct(0.9*hit)),
+		"/ui/":                    fmt.Sprintf("Prompt cache, all sessions: <b>%s</b> of %s input tokens", shown, numfmt.Thousands(prompt)),
+		"/ui/sessions/" + session: fmt.Sprintf("prompt cache <b>%s</b> hit · <b>%s</b> of input cost saved", shown, saved),
 	} {
 		res, err := http.Get(ts.URL + path)
 		if err != nil {
@@ -96,7 +101,8 @@ func TestGatewayPromptCacheShown(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode != 200 || !strings.Contains(string(body), want) {
-			t.Errorf("GET %s: %d, lacks %q", path, res.StatusCode, want)
+			i := max(0, strings.Index(string(body), "rompt cache")-20)
+			t.Errorf("GET %s: %d, lacks %q: %.300s", path, res.StatusCode, want, string(body)[i:])
 		}
 	}
 }
