@@ -178,7 +178,11 @@ func (s *Server) listCold(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs, next, err := s.svc.ListCold(c.Request().Context(), id, c.QueryParam("cursor"), limit)
+	oldest, err := memory.ParseOrder(c.QueryParam("order"))
+	if err != nil {
+		return err
+	}
+	msgs, next, err := s.svc.ListCold(c.Request().Context(), id, c.QueryParam("cursor"), limit, oldest)
 	if err != nil {
 		return err
 	}

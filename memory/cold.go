@@ -34,9 +34,28 @@ func mirrored(msgs []*Message) []*Message {
 }
 
 // ListCold pages through a session's cold chunks (dropped and summarized
-// originals) in order.
-func (s *Service) ListCold(ctx context.Context, sessionID, cursor string, limit int) ([]*Message, string, error) {
-	return s.ListMessages(ctx, sessionID, []string{string(StateDropped), string(StateSummarized)}, cursor, limit)
+// originals), newest first unless oldestFirst: what went cold last is what
+// a person looking for it wants first.
+func (s *Service) ListCold(ctx context.Context, sessionID, cursor string, limit int, oldestFirst bool) ([]*Message, string, error) {
+	return s.listMessages(ctx, sessionID, []string{string(StateDropped), string(StateSummarized)}, cursor, limit, !oldestFirst)
+}
+
+// Cold listing orders (the order parameter).
+const (
+	OrderNewest = "newest"
+	OrderOldest = "oldest"
+)
+
+// ParseOrder reads a cold listing's order: newest (the default, also for
+// "") or oldest. It reports whether the listing is oldest first.
+func ParseOrder(s string) (oldestFirst bool, err error) {
+	switch s {
+	case "", OrderNewest:
+		return false, nil
+	case OrderOldest:
+		return true, nil
+	}
+	return false, Errorf(EINVALID, "order: %q is not one of newest, oldest", s)
 }
 
 // rewriteColdMirror makes the session's cold mirror match the store.

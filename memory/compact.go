@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"time"
 
@@ -91,26 +90,6 @@ func (s *Service) Compact(ctx context.Context, sessionID string, req CompactRequ
 	unlock := s.lockSession(tenant, sessionID)
 	defer unlock()
 	return s.compactLocked(ctx, tenant, sessionID, req)
-}
-
-// lockSession serialises compactions (and recoveries) of one session. The
-// locks are striped by a hash of the session: a fixed set, however many
-// session ids callers invent (a lock per id would grow without bound).
-// Two sessions share a stripe 1 time in len(sessionLocks); no caller holds
-// two sessions' locks at once, so sharing cannot deadlock.
-func (s *Service) lockSession(tenant, id string) func() {
-	mu := &s.sessionLocks[stripe(tenant, id, len(s.sessionLocks))]
-	mu.Lock()
-	return mu.Unlock
-}
-
-// stripe is the lock of n that a session's id hashes to.
-func stripe(tenant, id string, n int) uint32 {
-	h := fnv.New32a()
-	h.Write([]byte(tenant))
-	h.Write([]byte{0})
-	h.Write([]byte(id))
-	return h.Sum32() % uint32(n)
 }
 
 func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, req CompactRequest) (*CompactionReport, error) {

@@ -274,6 +274,12 @@ func (s *Service) prepare(ctx context.Context, enc string, window int, pol Polic
 // ListMessages pages through a session's messages in order. states holds
 // state names or "all"; the cursor is opaque to callers (the last seq seen).
 func (s *Service) ListMessages(ctx context.Context, sessionID string, states []string, cursor string, limit int) ([]*Message, string, error) {
+	return s.listMessages(ctx, sessionID, states, cursor, limit, false)
+}
+
+// listMessages is ListMessages, newest first when desc (the cursor then
+// pages toward older messages).
+func (s *Service) listMessages(ctx context.Context, sessionID string, states []string, cursor string, limit int, desc bool) ([]*Message, string, error) {
 	if err := ValidateSessionID(sessionID); err != nil {
 		return nil, "", err
 	}
@@ -281,13 +287,19 @@ func (s *Service) ListMessages(ctx context.Context, sessionID string, states []s
 	if err != nil {
 		return nil, "", err
 	}
-	q := MessageQuery{Limit: limit + 1}
+	q := MessageQuery{Limit: limit + 1, Desc: desc}
 	if q.States, err = ParseStates(states); err != nil {
 		return nil, "", err
 	}
 	if cursor != "" {
-		if q.AfterSeq, err = strconv.ParseUint(cursor, 10, 64); err != nil {
+		seq, err := strconv.ParseUint(cursor, 10, 64)
+		if err != nil || (desc && seq == 0) {
 			return nil, "", Errorf(EINVALID, "cursor: not a cursor this server gave out")
+		}
+		if desc {
+			q.BeforeSeq = seq
+		} else {
+			q.AfterSeq = seq
 		}
 	}
 	msgs, err := s.Store.Messages(ctx, TenantFromContext(ctx), sessionID, q)

@@ -91,7 +91,7 @@ func (e *env) serve(req *http.Request) resp {
 
 func (e *env) coldID(t *testing.T, ctx context.Context, session string) string {
 	t.Helper()
-	cold, _, err := e.h.ListCold(ctx, session, "", 1)
+	cold, _, err := e.h.ListCold(ctx, session, "", 1, false)
 	if err != nil || len(cold) == 0 {
 		t.Fatalf("no cold message in %s: %v", session, err)
 	}
@@ -128,6 +128,9 @@ func TestPages(t *testing.T) {
 		{"EINVALID session id", "GET", "/ui/sessions/.hidden", nil, 400, []string{"invalid_request"}},
 		{"EINVALID sort", "GET", "/ui/?sort=colour", nil, 400, []string{"sort: &#34;colour&#34;"}},
 		{"EINVALID cursor", "GET", "/ui/sessions/s/cold?cursor=zz", nil, 400, []string{"cursor"}},
+		{"cold newest first", "GET", "/ui/sessions/s/cold", nil, 200, []string{"newest first (", `href="/ui/sessions/s/cold?order=oldest"`}},
+		{"cold oldest first", "GET", "/ui/sessions/s/cold?order=oldest", nil, 200, []string{"oldest first (", `href="/ui/sessions/s/cold">newest first`}},
+		{"EINVALID order", "GET", "/ui/sessions/s/cold?order=zz", nil, 400, []string{"order"}},
 		{"EINVALID limit", "GET", "/ui/sessions/s/messages?limit=100000", nil, 400, []string{"limit"}},
 		{"EINVALID state", "GET", "/ui/sessions/s/messages?state=asleep", nil, 400, []string{"state"}},
 		{"EINVALID max tokens", "POST", "/ui/sessions/s/window", url.Values{"max_tokens": {"lots"}}, 400, []string{"max_tokens"}},

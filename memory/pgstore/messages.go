@@ -48,10 +48,18 @@ func listMessages(ctx context.Context, q querier, tenant, session string, mq mem
 		for i, s := range mq.States {
 			states[i] = string(s)
 		}
-		sql += ` AND state = ANY($4)`
 		args = append(args, states)
+		sql += fmt.Sprintf(` AND state = ANY($%d)`, len(args))
 	}
-	sql += ` ORDER BY seq`
+	order := ` ORDER BY seq`
+	if mq.Desc {
+		if mq.BeforeSeq > 0 {
+			args = append(args, int64(mq.BeforeSeq))
+			sql += fmt.Sprintf(` AND seq < $%d`, len(args))
+		}
+		order = ` ORDER BY seq DESC`
+	}
+	sql += order
 	if mq.Limit > 0 {
 		sql += fmt.Sprintf(` LIMIT %d`, mq.Limit)
 	}
