@@ -6,7 +6,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build build-bench test test-short test-agents crash fuzz bench lint vectors eval eval-agent eval-gateway figures sample clean
+.PHONY: run build build-bench test test-short test-agents crash fuzz bench load lint vectors eval eval-agent eval-gateway figures sample clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -61,7 +61,8 @@ test-agents:
 # Crash safety, run before a release: the corruption matrix (23 kinds of damage to the store, index,
 # vectors, cold mirror and logs) and the kill -9 tests with KILL_ROUNDS rounds each (CTXD_KILL_ROUNDS):
 # writers with compactions (TestSIGKILLRounds), compactions with deletes (TestSIGKILLColdMirror), and
-# `ctxd import` / `ctxd verify --repair` killed mid-way (TestSIGKILLAdmin): 3 x 20 = 60 rounds, about
+# `ctxd import` / `ctxd verify --repair` killed mid-way (TestSIGKILLAdmin: a partial import is refused at
+# start and finished by importing again without --replace): 3 x 20 = 60 rounds, about
 # 4 minutes. `make test` runs the same tests with fewer rounds.
 KILL_ROUNDS ?= 20
 CRASH_LOG   ?= /tmp/ctxd-crash.log
@@ -71,6 +72,25 @@ crash:
 		>$(CRASH_LOG) 2>&1; rc=$$?; \
 		grep -E '^(--- |PASS|FAIL|ok)|damage cases|kill rounds|  [a-z].*(repaired at start|refused|reported|tolerated)|seed |SILENT|lost' $(CRASH_LOG); \
 		echo "full output: $(CRASH_LOG)"; exit $$rc
+
+# Load: LOAD_MESSAGES messages stored once (in-process server, a data dir kept for the runs), then the
+# mixed load (hybrid searches across sessions and in one, context calls, small writes: 30/30/30/10) with
+# each of LOAD_CLIENTS concurrent clients for LOAD_DURATION, reporting ops/s and p50/p95/p99 per operation
+# and for all together ("all"), with the load average before each run (the machine should be quiet).
+# About 3 minutes at the defaults. The goal: 32 clients, p99 of all operations <= 250 ms.
+LOAD_MESSAGES ?= 20000
+LOAD_CLIENTS  ?= 8 32 64
+LOAD_DURATION ?= 20s
+LOAD_DIR      ?= /tmp/ctxd-load
+load: build-bench
+	rm -rf $(LOAD_DIR)
+	$(BENCH_BIN) bench --data-dir $(LOAD_DIR) --messages $(LOAD_MESSAGES) --clients 8 --duration 0 --startup-exec=false | grep -E '^(ingest|  batch)'
+	@for c in $(LOAD_CLIENTS); do \
+		echo "== $$c clients, $(LOAD_MESSAGES) messages; load average before: $$(cut -d' ' -f1-3 /proc/loadavg)"; \
+		$(BENCH_BIN) bench --data-dir $(LOAD_DIR) --skip-ingest --messages $(LOAD_MESSAGES) --clients $$c \
+			--duration $(LOAD_DURATION) --startup-exec=false | sed -n '/^mixed load/,/^  all/p' || exit 1; \
+	done
+	rm -rf $(LOAD_DIR)
 
 # Go benchmarks with allocations: token counting, embedding, indexing, search,
 # scoring, summaries, the store; then compaction and context building end to

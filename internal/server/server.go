@@ -93,6 +93,9 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if m.Store, empty, err = m.openStore(ctx); err != nil {
 		return err
 	}
+	if err = memory.CheckNoInterruptedImport(ctx, m.Store); err != nil {
+		return err
+	}
 	emb, err := m.OpenEmbedder(ctx)
 	if err != nil {
 		return err
