@@ -309,10 +309,12 @@ func (p Policy) holdBand(sess *Session) int {
 
 // compactHeld reports whether an automatic compaction of a window of
 // tokens, past the trigger and under the hard limit, waits: the last one
-// could not get under the trigger and the window has not grown a band
-// since.
+// could not get under the trigger, and since then the window has not grown
+// a band nor have keep_recent messages come (which end the protection of
+// the messages that were recent then).
 func (p Policy) compactHeld(sess *Session, tokens int) bool {
-	return sess.CompactHold > 0 && tokens < sess.CompactHold+p.holdBand(sess)
+	return sess.CompactHold > 0 && tokens < sess.CompactHold+p.holdBand(sess) &&
+		sess.LastSeq < sess.CompactHoldSeq+uint64(max(p.KeepRecent, 1))
 }
 
 // holdAfter is the CompactHold a compaction leaves: the window's cost when
