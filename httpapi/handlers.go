@@ -83,7 +83,7 @@ func (s *Server) appendMessages(c echo.Context) error {
 		return err
 	}
 	var in api.AppendIn
-	if err := s.decode(c, &in); err != nil {
+	if err := s.decodeStrict(c, &in); err != nil {
 		return err
 	}
 	msgs := make([]*memory.Message, len(in.Messages))

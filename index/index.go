@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -169,6 +170,11 @@ var ErrCorrupt = errors.New("index is corrupt or incompatible")
 // It is an ErrCorrupt too.
 var ErrSchema = fmt.Errorf("%w: written with another schema", ErrCorrupt)
 
+// ErrNoAccess marks an index ctxd may not read or write (permissions, a
+// read-only file system): nothing is wrong with it, and moving it aside to
+// rebuild would fail the same way, or throw a good index away.
+var ErrNoAccess = memory.ErrIndexNoAccess
+
 // ErrInUse marks an index another process holds open (a running server).
 var ErrInUse = errors.New("in use by another process")
 
@@ -292,6 +298,9 @@ func openExisting(dir string, cfg map[string]any) (text bleve.Index, err error) 
 	text, err = bleve.OpenUsing(dir, cfg)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open index %s: %w: %w", dir, ErrInUse, err)
+	}
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return nil, fmt.Errorf("open index %s: %w: %w: give ctxd read and write access to it", dir, ErrNoAccess, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w: %w", dir, ErrCorrupt, err)

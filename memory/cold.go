@@ -7,6 +7,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -152,6 +153,23 @@ func (s *Service) purgeSession(ctx context.Context, tenant, id string, now time.
 		s.rewriteColdMirror(ctx, tenant, id)
 	}
 	return len(gone), until, nil
+}
+
+// unexpired leaves out of msgs the cold chunks past their retention: expiry
+// holds at read time, not only once a purge has run (a server restarted
+// often, or a purge that failed, must not leave them readable, searchable
+// or recoverable). msgs is filtered in place.
+func (s *Service) unexpired(msgs []*Message) []*Message {
+	now := time.Now()
+	if s.Now != nil { // a service used without Open
+		now = s.Now()
+	}
+	return slices.DeleteFunc(msgs, func(m *Message) bool { return expired(m, now) })
+}
+
+// expired says whether m is a cold chunk past its retention.
+func expired(m *Message, now time.Time) bool {
+	return m.Cold != nil && slices.Contains(coldStates, m.State) && !m.Cold.RecoverableUntil.After(now)
 }
 
 // purgeDue says whether the earliest retention the last purge saw has

@@ -173,15 +173,15 @@ func (s *Service) holdCompactions(ctx context.Context, tenant, sessionID string,
 	var hold int
 	sess, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
 		hold = max(pol.windowTokens(tx.Session()), 1)
-		tx.Session().CompactHold = hold
+		tx.Session().CompactHold, tx.Session().CompactHoldSeq = hold, tx.Session().LastSeq
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("hold compactions: %w", err)
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("nothing could be freed: every message left in the window is protected (pinned, system, important, "+
-		"the first request or the %d most recent); automatic compactions wait until the window grows past %d tokens, or reaches the hard limit",
-		pol.KeepRecent, hold+pol.holdBand(sess)))
+		"the first request or the %d most recent); automatic compactions wait until the window grows past %d tokens, %d more messages come, or it reaches the hard limit",
+		pol.KeepRecent, hold+pol.holdBand(sess), pol.KeepRecent))
 	return nil
 }
 
@@ -362,7 +362,7 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 			}
 		}
 		tx.Session().Compactions++
-		tx.Session().CompactHold = pol.holdAfter(tx.Session())
+		tx.Session().CompactHold, tx.Session().CompactHoldSeq = pol.holdAfter(tx.Session()), tx.Session().LastSeq
 		return nil
 	})
 	if err != nil {

@@ -56,12 +56,15 @@
 //     recover.go (by id and for a prompt), restore_cold.go.
 //   - The window builder: window.go (Context, the levels of a conversation's
 //     window), window_loop.go (the window of an agent in a tool loop),
-//     window_stable.go (the layout kept between calls so the prefix repeats)
-//     and window_recall.go (the recall block before the newest input); the
-//     builder also uses score.go, compact_prune.go and recover.go.
+//     window_stable.go (the layout kept between calls so the prefix repeats),
+//     window_recall.go (the recall block before the newest input) and
+//     window_chat.go (a conversation's window for the message just stored:
+//     the working window whole, what the prompt recalls before that message);
+//     the builder also uses score.go, compact_prune.go and recover.go.
 //   - The gateway: gateway.go (session naming, matching a resent history
 //     against what is stored, superseding, the flush turn), gateway_models.go
-//     (known models' windows). httpapi speaks the providers' wire formats.
+//     (known models' windows), gateway_cache.go (the provider's prompt cache
+//     figures per session, and over a tenant's sessions). httpapi speaks the providers' wire formats.
 //   - Events and history: events.go, history.go (the event log read back as
 //     typed series for the dashboard).
 //   - Admin (offline, on a closed server's data dir): admin.go, verify.go,
@@ -87,7 +90,8 @@
 // POST /v1/sessions/{id}/context reaches Service.Context (window.go): under
 // the session's lock (concurrency.go) it compacts first if the window is over
 // the hard limit, then a windowBuilder takes the pinned messages, and
-// either builds a tool loop's window (window_loop.go) or takes the recent
+// either builds a tool loop's window (window_loop.go), or a conversation's
+// cache-stable window for the message just stored (window_chat.go), or takes the recent
 // turns, scores the rest against the prompt (score.go), takes the summary,
 // finds cold originals worth recovering (recover.go), fills the remaining
 // budget by score, and assembles the messages in order, keeping tool-call

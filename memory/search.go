@@ -228,6 +228,7 @@ func (s *Service) resolve(ctx context.Context, tenant string, hits []Hit) ([]Sea
 	if err != nil {
 		return nil, err
 	}
+	msgs = s.unexpired(msgs)
 	byID := make(map[string]*Message, len(msgs))
 	for _, m := range msgs {
 		byID[m.ID] = m

@@ -38,6 +38,9 @@ type sessionsView struct {
 	Cursor   string
 	Sorts    []string
 	AllState []string
+	// Cache is the prompt cache over all the caller's sessions (nil when
+	// no gateway answer reported its usage).
+	Cache *memory.PromptCache
 }
 
 // SortLink is the listing sorted by col: descending first for figures
@@ -128,6 +131,10 @@ func (h *Handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	v.Page, err = h.svc.QuerySessions(r.Context(), memory.SessionQuery{Contains: v.Contains, States: v.States, Sort: v.Sort,
 		Desc: v.Desc, Cursor: v.Cursor, Limit: limit})
 	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if v.Cache, err = h.svc.PromptCacheTotal(r.Context()); err != nil {
 		h.fail(w, r, err)
 		return
 	}

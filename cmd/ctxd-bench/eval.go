@@ -45,6 +45,10 @@ type evalOptions struct {
 	Window       int // context_window of the ctx- sessions
 	Budget       int // max_tokens of each context call and of the baselines
 	ContextBatch int // turns per write to the ctx- sessions
+	// StoredPrompt stores each question as the ctx- session's newest user
+	// message before its context call, and deletes it after: the window
+	// a chat client gets for the message it just stored.
+	StoredPrompt bool
 }
 
 const (
@@ -148,10 +152,13 @@ func newEvalCmd() *cobra.Command {
 	f.BoolVar(&misses, "misses", false, "list on stderr each question whose evidence ctxd's window missed, beside what the baselines found")
 	f.IntVar(&o.Window, "window", 4096, "context_window of the ctx- sessions, in tokens (with --agent: of each run's session; default 16000 there)")
 	f.IntVar(&o.Budget, "budget", 2048, "max_tokens of each context call, and the budget of the baselines (with --agent: default 12000)")
+	f.BoolVar(&o.StoredPrompt, "stored-prompt", false, "store each question as the ctx- session's newest user message before its context call (deleted after), as a chat client stores its user's message: the window is then the conversation's cache-stable one")
 	f.IntVar(&o.ContextBatch, "context-batch", 2, "turns per write to the ctx- sessions (auto-compaction runs on writes)")
 	f.StringVar(&ao.Runs, "agent", "", "replay the recorded agent runs of this JSONL file instead (see above); --turns and --questions do not apply")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this file, for go tool pprof")
 	f.BoolVar(&ao.Gateway, "gateway", false, "with --agent: replay through the drop-in gateway (POST /v1/chat/completions, the whole history on every call, go-openai as the client) to a model in this process that answers with the recorded turns; figures on what the model was sent")
+	f.StringVar(&ao.GatewayAPI, "gateway-api", "", "with --gateway: the API the agent calls, openai (Chat Completions through go-openai, the default) or anthropic (Messages through anthropic-sdk-go, with breakpoints after the system prompt and on the newest message, as Claude Code places them); the model reports its prompt cache by that provider's rules")
+	f.BoolVar(&ao.Chat, "chat", false, "with --agent: the file is LoCoMo-style turns (turns.jsonl), each conversation replayed as a chat: the first speaker the user, the other the assistant, a context call before each assistant turn (cached prefix and cost of conversation windows)")
 	f.IntVar(&ao.Limit, "limit", 0, "with --agent: replay only the first N runs (0: all)")
 	f.IntVar(&ao.Probes, "probes", 0, "with --agent: interrupt each run N times, late in it, with a question about a name or number of a tool output more than 30 messages back, and report prompted_recall_pct (probes add messages: the other figures then differ from a plain run)")
 	f.StringVar(&ao.Ctxd, "ctxd", defaultCtxd, "with --agent: the ctxd binary whose `serve` the replay runs as a child process (unless --server); \"\": serve in this process")
@@ -163,7 +170,7 @@ func newEvalCmd() *cobra.Command {
 // defaultCtxd is where `make build` puts the ctxd binary.
 const defaultCtxd = "bin/ctxd"
 
-var evalLoCoMoFlags = []string{"turns", "questions", "k", "mode", "skip-adversarial", "no-context", "misses", "context-batch"}
+var evalLoCoMoFlags = []string{"turns", "questions", "k", "mode", "skip-adversarial", "no-context", "misses", "context-batch", "stored-prompt"}
 
 // checkEvalFlags requires the LoCoMo eval's files (cobra's required flags
 // cannot, since --agent needs none of them) and refuses the agent flags.
@@ -178,7 +185,7 @@ func checkEvalFlags(fs *pflag.FlagSet) error {
 		// cobra's own wording, which the exit code recognises as a usage error
 		return fmt.Errorf(`required flag(s) "%s" not set`, strings.Join(missing, `", "`))
 	}
-	for _, name := range []string{"limit", "policy", "ctxd", "gateway"} {
+	for _, name := range []string{"limit", "policy", "ctxd", "gateway", "gateway-api", "chat"} {
 		if fs.Changed(name) {
 			return usageErrorf("--%s: only with --agent", name)
 		}
