@@ -6,7 +6,7 @@ DATA    ?= ./ctxd-data
 PKGS    := ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: run build build-bench test test-short test-agents test-long-session crash fuzz bench lint vectors eval eval-agent eval-gateway figures sample clean
+.PHONY: run build build-bench test test-short test-agents test-long-session crash fuzz bench bench-postgres load lint vectors eval eval-agent eval-gateway figures sample clean
 
 run: build
 	$(BIN) serve --data-dir $(DATA)
@@ -68,16 +68,36 @@ test-long-session:
 # Crash safety, run before a release: the corruption matrix (23 kinds of damage to the store, index,
 # vectors, cold mirror and logs) and the kill -9 tests with KILL_ROUNDS rounds each (CTXD_KILL_ROUNDS):
 # writers with compactions (TestSIGKILLRounds), compactions with deletes (TestSIGKILLColdMirror), and
-# `ctxd import` / `ctxd verify --repair` killed mid-way (TestSIGKILLAdmin): 3 x 20 = 60 rounds, about
+# `ctxd import` / `ctxd verify --repair` killed mid-way (TestSIGKILLAdmin: a partial import is refused at
+# start and finished by importing again without --replace): 3 x 20 = 60 rounds, about
 # 4 minutes. `make test` runs the same tests with fewer rounds.
 KILL_ROUNDS ?= 20
 CRASH_LOG   ?= /tmp/ctxd-crash.log
 crash:
 	CTXD_KILL_ROUNDS=$(KILL_ROUNDS) $(GO) test -race -count=1 -timeout 30m -v \
-		-run '^(TestCorruptionMatrix|TestStoreRollbackRefused|TestSIGKILLRounds|TestSIGKILLColdMirror|TestSIGKILLAdmin)$$' ./cmd/ctxd/ \
+		-run '^(TestCorruptionMatrix|TestStoreRollbackRefused|TestSIGKILLRounds|TestSIGKILLColdMirror|TestSIGKILLAdmin|TestSIGKILLNodeOnPostgres)$$' ./cmd/ctxd/ \
 		>$(CRASH_LOG) 2>&1; rc=$$?; \
 		grep -E '^(--- |PASS|FAIL|ok)|damage cases|kill rounds|  [a-z].*(repaired at start|refused|reported|tolerated)|seed |SILENT|lost' $(CRASH_LOG); \
 		echo "full output: $(CRASH_LOG)"; exit $$rc
+
+# Load: LOAD_MESSAGES messages stored once (in-process server, a data dir kept for the runs), then the
+# mixed load (hybrid searches across sessions and in one, context calls, small writes: 30/30/30/10) with
+# each of LOAD_CLIENTS concurrent clients for LOAD_DURATION, reporting ops/s and p50/p95/p99 per operation
+# and for all together ("all"), with the load average before each run (the machine should be quiet).
+# About 3 minutes at the defaults. The goal: 32 clients, p99 of all operations <= 250 ms.
+LOAD_MESSAGES ?= 20000
+LOAD_CLIENTS  ?= 8 32 64
+LOAD_DURATION ?= 20s
+LOAD_DIR      ?= /tmp/ctxd-load
+load: build-bench
+	rm -rf $(LOAD_DIR)
+	$(BENCH_BIN) bench --data-dir $(LOAD_DIR) --messages $(LOAD_MESSAGES) --clients 8 --duration 0 --startup-exec=false | grep -E '^(ingest|  batch)'
+	@for c in $(LOAD_CLIENTS); do \
+		echo "== $$c clients, $(LOAD_MESSAGES) messages; load average before: $$(cut -d' ' -f1-3 /proc/loadavg)"; \
+		$(BENCH_BIN) bench --data-dir $(LOAD_DIR) --skip-ingest --messages $(LOAD_MESSAGES) --clients $$c \
+			--duration $(LOAD_DURATION) --startup-exec=false | sed -n '/^mixed load/,/^  all/p' || exit 1; \
+	done
+	rm -rf $(LOAD_DIR)
 
 # Go benchmarks with allocations: token counting, embedding, indexing, search,
 # scoring, summaries, the store; then compaction and context building end to
@@ -119,6 +139,20 @@ define need_data
 	fi
 endef
 
+# The embedded store, PostgreSQL and two nodes on PostgreSQL behind a round-robin balancer, side by side:
+# ingest of PG_MESSAGES, PG_DURATION of mixed load (p50/p99), the database's CPU time per message and per
+# operation, a new node's start-up on the database, and the agent replay (AGENT_LIMIT runs, default 4) and
+# LoCoMo against a node of each store. Needs Debian's postgresql package; the report is in
+# /tmp/ctxd-bench-postgres/report.md. About 35 minutes at 100,000 messages on this machine; EVAL_ONLY=1 runs
+# only the evaluations (5 minutes).
+PG_MESSAGES ?= 100000
+PG_DURATION ?= 30s
+bench-postgres: build-bench
+	$(call need_data,AGENT_RUNS,$(AGENT_RUNS),$(SAMPLE_DIR)/agent/runs.jsonl)
+	$(call need_data,BENCH_DIR,$(BENCH_DIR)/turns.jsonl,$(SAMPLE_DIR)/locomo/turns.jsonl)
+	BIN=$(BIN) BENCH_BIN=$(BENCH_BIN) MESSAGES=$(PG_MESSAGES) DURATION=$(PG_DURATION) AGENT_RUNS=$(AGENT_RUNS) \
+		AGENT_LIMIT=$(if $(filter 0,$(AGENT_LIMIT)),4,$(AGENT_LIMIT)) BENCH_DIR=$(BENCH_DIR) cmd/ctxd-bench/bench_postgres.sh
+
 # LoCoMo through the API: recall@k and evidence in window.
 eval: build-bench
 	$(call need_data,BENCH_DIR,$(BENCH_DIR)/turns.jsonl,$(SAMPLE_DIR)/locomo/turns.jsonl)
@@ -137,10 +171,14 @@ eval-agent: build-bench
 
 # The same runs through the drop-in gateway (POST /v1/chat/completions, the whole history on every call,
 # go-openai as the client) to a model that answers with the recorded turns: needed-in-window in what the
-# model was sent, requests over its window, and the gateway's own time per call. About 5 minutes.
+# model was sent, requests over its window, and the gateway's own time per call; the model reports its
+# prompt cache as the provider would, and the replay fails unless the sessions measured the same.
+# GATEWAY_API=anthropic replays through POST /v1/messages instead. About 5 minutes quiet; measured 13 (openai)
+# and 26 (anthropic) minutes under a load of 14 to 26.
+GATEWAY_API ?= openai
 eval-gateway: build-bench
 	$(call need_data,AGENT_RUNS,$(AGENT_RUNS),$(SAMPLE_DIR)/agent/runs.jsonl)
-	$(BENCH_BIN) eval --agent $(AGENT_RUNS) --gateway --limit $(AGENT_LIMIT) --ctxd $(BIN) --out /tmp/ctxd-eval-gateway.json
+	$(BENCH_BIN) eval --agent $(AGENT_RUNS) --gateway --gateway-api $(GATEWAY_API) --limit $(AGENT_LIMIT) --ctxd $(BIN) --out /tmp/ctxd-eval-gateway.json
 
 # The README's table of figures: eval, agent replay and bench at the full sizes, measured here and written
 # between its markers. It takes minutes and its latencies are this machine's: run it when the machine is

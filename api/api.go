@@ -135,6 +135,20 @@ type SearchResult struct {
 	Score     float64 `json:"score"`
 	Highlight string  `json:"highlight,omitempty"`
 	Via       string  `json:"via,omitempty"`
+	// ScoreParts says why a result ranks; absent for one brought along by
+	// neighbors.
+	ScoreParts *ScoreParts `json:"score_parts,omitempty"`
+}
+
+// ScoreParts are the components of a search result's score: each side's
+// score normalised over its candidates (0: that side did not find it),
+// fused into the index's score, and what the turns next to it in the
+// session added (searches of a few sessions; score is the fused score plus
+// neighbor).
+type ScoreParts struct {
+	Text     float64 `json:"text"`
+	Vector   float64 `json:"vector"`
+	Neighbor float64 `json:"neighbor"`
 }
 
 // SearchOut answers POST /v1/search, best first.

@@ -173,7 +173,7 @@ func TestCompactColdRecoverEvents(t *testing.T) {
 		t.Fatalf("Compact = %+v, %v", rep, err)
 	}
 	var cold []api.ColdChunk
-	for ch, err := range c.Cold(ctx, "work", 2) {
+	for ch, err := range c.Cold(ctx, "work", 2, "") {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,6 +181,26 @@ func TestCompactColdRecoverEvents(t *testing.T) {
 	}
 	if len(cold) != len(rep.Dropped)+len(rep.Summarized) || cold[0].DropReason == "" || cold[0].RecoverableUntil.IsZero() {
 		t.Fatalf("Cold = %d chunks (%+v), report dropped %d summarized %d", len(cold), cold[0], len(rep.Dropped), len(rep.Summarized))
+	}
+	// Newest first by default, every chunk once across pages; "oldest"
+	// is the same list reversed; an unknown order is a 400.
+	var oldest []api.ColdChunk
+	for ch, err := range c.Cold(ctx, "work", 2, "oldest") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldest = append(oldest, ch)
+	}
+	for i := range cold {
+		if i > 0 && cold[i].ID >= cold[i-1].ID { // ids are ULIDs: they sort by time
+			t.Fatalf("Cold: %s after %s, want newest first", cold[i].ID, cold[i-1].ID)
+		}
+		if len(oldest) != len(cold) || oldest[len(oldest)-1-i].ID != cold[i].ID {
+			t.Fatalf("Cold oldest first is not newest first reversed: %d and %d chunks", len(oldest), len(cold))
+		}
+	}
+	if _, err := c.ListCold(ctx, "work", client.Page{Order: "sideways"}); memory.ErrorCode(err) != memory.EINVALID {
+		t.Fatalf("order sideways: %v, want %s", err, memory.EINVALID)
 	}
 	back, err := c.Recover(ctx, "work", cold[0].ID)
 	if err != nil || back.ID != cold[0].ID || back.State != memory.StateRecovered {

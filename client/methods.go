@@ -44,6 +44,8 @@ func (c *Client) Session(ctx context.Context, id string) (*memory.Status, error)
 type Page struct {
 	Cursor string
 	Limit  int
+	// Order is the cold listing's: "newest" (the default) or "oldest".
+	Order string
 }
 
 func (p Page) query() url.Values {
@@ -53,6 +55,9 @@ func (p Page) query() url.Values {
 	}
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.Order != "" {
+		q.Set("order", p.Order)
 	}
 	return q
 }
@@ -192,15 +197,16 @@ func (c *Client) Compact(ctx context.Context, session string, in api.CompactIn) 
 }
 
 // ListCold is one page of a session's cold chunks (dropped and summarized
-// originals), oldest first.
+// originals), newest first unless p.Order is "oldest".
 func (c *Client) ListCold(ctx context.Context, session string, p Page) (*api.ColdList, error) {
 	return call[api.ColdList](ctx, c, request{method: http.MethodGet, path: pathOf("sessions", session, "cold"), query: p.query(), safe: true})
 }
 
-// Cold iterates over a session's cold chunks, a page of pageSize at a time.
-func (c *Client) Cold(ctx context.Context, session string, pageSize int) iter.Seq2[api.ColdChunk, error] {
+// Cold iterates over a session's cold chunks, a page of pageSize at a time,
+// in order ("newest", the default for "", or "oldest").
+func (c *Client) Cold(ctx context.Context, session string, pageSize int, order string) iter.Seq2[api.ColdChunk, error] {
 	return pages(func(cursor string) ([]api.ColdChunk, string, error) {
-		l, err := c.ListCold(ctx, session, Page{Cursor: cursor, Limit: pageSize})
+		l, err := c.ListCold(ctx, session, Page{Cursor: cursor, Limit: pageSize, Order: order})
 		if err != nil {
 			return nil, "", err
 		}

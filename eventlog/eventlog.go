@@ -29,11 +29,12 @@ const (
 	StreamRecoveries    = "recoveries"
 	StreamContextHealth = "context-health"
 	StreamPurges        = "purges"
-	StreamEdits         = "edits" // messages edited or deleted by clients
+	StreamEdits         = "edits"        // messages edited or deleted by clients
+	StreamPromptCache   = "prompt-cache" // the upstream's prompt usage on each gateway answer
 )
 
 // Streams lists every stream in a stable order.
-var Streams = []string{StreamCompaction, StreamDrops, StreamRecoveries, StreamContextHealth, StreamPurges, StreamEdits}
+var Streams = []string{StreamCompaction, StreamDrops, StreamRecoveries, StreamContextHealth, StreamPurges, StreamEdits, StreamPromptCache}
 
 // Defaults for Options.
 const (

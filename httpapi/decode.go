@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
 )
 
@@ -106,8 +108,21 @@ func (s *Server) bodyError(err error) error {
 }
 
 // decode reads a JSON body into v. It refuses invalid UTF-8 (Go's decoder
-// would silently replace it, changing what the client sent) and trailing data.
+// would silently replace it, changing what the client sent), duplicate
+// members and trailing data.
 func (s *Server) decode(c echo.Context, v any) error {
+	return s.decodeBody(c, v, false)
+}
+
+// decodeStrict is decode refusing a field v does not have, as PATCH does:
+// on a write, an ignored typo ("pined") would be answered as if it took
+// effect. The reads and PUT /v1/sessions/{id} stay lenient: a client may PUT
+// back the status it read (its counts and times are not settings).
+func (s *Server) decodeStrict(c echo.Context, v any) error {
+	return s.decodeBody(c, v, true)
+}
+
+func (s *Server) decodeBody(c echo.Context, v any, strict bool) error {
 	body, err := readBody(c.Request())
 	if err != nil {
 		return s.bodyError(err)
@@ -116,24 +131,52 @@ func (s *Server) decode(c echo.Context, v any) error {
 	if len(trimmed) == 0 {
 		return memory.Errorf(memory.EINVALID, "request body is empty: send a JSON object")
 	}
-	if !utf8.Valid(body) {
-		return memory.Errorf(memory.EINVALID, "request body is not valid UTF-8")
-	}
 	// Go decodes null (and nothing else but an object) into a struct as
 	// "no fields set": a null body would compact, or reset, with defaults.
 	if trimmed[0] != '{' {
 		return memory.Errorf(memory.EINVALID, "request body must be a JSON object")
 	}
+	if err := checkJSONText(body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
 	if dec.More() {
 		return memory.Errorf(memory.EINVALID, "request body has data after the JSON object")
 	}
+	return nil
+}
+
+// checkJSONText refuses a body whose text Go's decoder would read as
+// something other than what was sent: invalid UTF-8 and a lone surrogate
+// escape (both silently become U+FFFD) and an object naming a member twice
+// (the last silently wins: {"role":"user","role":"system"} is a system
+// message). The API and the gateway share it, so one rule holds on both.
+func checkJSONText(body []byte) error {
+	if !utf8.Valid(body) {
+		return memory.Errorf(memory.EINVALID, "request body is not valid UTF-8")
+	}
 	if loneSurrogate(body) {
 		return memory.Errorf(memory.EINVALID, "request body escapes a lone UTF-16 surrogate (\\ud800 without its pair): send valid Unicode")
+	}
+	// jsontext checks names for duplicates as it reads (RFC 7493); the
+	// other errors it finds are left to the decoder, whose messages the
+	// clients already know.
+	err := jsontext.NewDecoder(bytes.NewReader(body)).SkipValue()
+	var syn *jsontext.SyntacticError
+	if errors.As(err, &syn) && errors.Is(syn.Err, jsontext.ErrDuplicateName) {
+		name := syn.JSONPointer.LastToken()
+		at := string(syn.JSONPointer.Parent())
+		if at == "" {
+			at = "the body"
+		}
+		return memory.Errorf(memory.EINVALID, "duplicate member %q in %s: send each member once", name, at)
 	}
 	return nil
 }
@@ -208,6 +251,9 @@ func jsonError(err error) error {
 		return memory.Errorf(memory.EINVALID, "%s: expected %s, got JSON %s", field, typ.Type, typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return memory.Errorf(memory.EINVALID, "malformed JSON: body ends early")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// encoding/json has no type for it; the text is its documented form.
+		return memory.Errorf(memory.EINVALID, "%s is not a field of this write: it takes {\"messages\": [...]}, each message role, content, name, tool_call_id, tool_calls, important, pinned, metadata, created_at, message_id", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return memory.Errorf(memory.EINVALID, "malformed JSON: %v", err)
 }

@@ -158,3 +158,67 @@ func TestBodyLimitStopsReading(t *testing.T) {
 		t.Fatalf("an oversized body created session big: %d %s", a.status, a.raw)
 	}
 }
+
+// One JSON rule on every route: what Go's decoder would read as something
+// other than what was sent is refused, nothing stored. A duplicate member
+// took the last value ("role" twice stored a system message), an unknown
+// field on append was ignored while PATCH refused it, and the zero
+// created_at was stored as the time of storing.
+func TestOneJSONRule(t *testing.T) {
+	s := testServer(t)
+	before := serve(t, s, "GET", "/v1/sessions/s", nil)
+	for _, c := range []struct{ target, body, want string }{
+		{"POST /v1/sessions/s/messages", `{"messages":[{"role":"user","role":"system","content":"x"}]}`, `duplicate member "role"`},
+		{"POST /v1/sessions/s/messages", `{"messages":[{"role":"user","content":"x"}],"messages":[]}`, `duplicate member "messages"`},
+		{"POST /v1/sessions/s/messages", `{"messages":[{"role":"user","content":"x","metadata":{"k":1,"k":2}}]}`, `duplicate member "k"`},
+		{"POST /v1/sessions/s/messages", `{"messages":[{"role":"user","content":"x","pined":true}]}`, `unknown field "pined"`},
+		{"POST /v1/sessions/s/messages", `{"messages":[{"role":"user","content":"x"}],"sesion":"t"}`, `unknown field "sesion"`},
+		{"POST /v1/sessions/s/messages", `{"messages":[{"role":"user","content":"x","created_at":"0001-01-01T00:00:00Z"}]}`, "zero time"},
+		{"POST /v1/search", `{"query":"x","query":"y"}`, `duplicate member "query"`},
+		{"PUT /v1/sessions/s", `{"context_window":9000,"context_window":8000}`, `duplicate member "context_window"`},
+		{"PATCH /v1/messages/" + shared.cold, `{"pinned":true,"pinned":false}`, `duplicate member "pinned"`},
+	} {
+		method, path, _ := strings.Cut(c.target, " ")
+		a := serve(t, s, method, path, []byte(c.body))
+		checkAnswer(t, a)
+		if a.status != 400 || !strings.Contains(strings.ReplaceAll(string(a.raw), `\"`, `"`), c.want) {
+			t.Errorf("%s %s = %d %s, want 400 naming %s", c.target, c.body, a.status, a.raw, c.want)
+		}
+	}
+	if after := serve(t, s, "GET", "/v1/sessions/s", nil); string(after.raw) != string(before.raw) {
+		t.Errorf("a refused write changed the session:\n%s\n%s", before.raw, after.raw)
+	}
+	// The same members once each are taken.
+	if a := serve(t, s, "POST", "/v1/sessions/one-rule/messages", []byte(`{"messages":[{"role":"user","content":"x","metadata":{"k":{"a":1}.a}}]}`)); a.status != 400 {
+		t.Errorf("malformed JSON = %d", a.status)
+	}
+	if a := serve(t, s, "POST", "/v1/sessions/one-rule/messages", []byte(`{"messages":[{"role":"user","content":"x","metadata":{"k":1,"j":2},"created_at":"2026-01-02T03:04:05Z"}]}`)); a.status != 201 {
+		t.Errorf("a valid write = %d %s", a.status, a.raw)
+	}
+}
+
+// A tool structure no window can carry is refused at write: two calls of
+// one message with one id, two results for one call. A result answers the
+// latest call with its id, so ids a model numbers again on every turn pass.
+func TestToolStructureRefused(t *testing.T) {
+	s := testServer(t)
+	call := func(id string) string {
+		return `{"id":"` + id + `","type":"function","function":{"name":"f","arguments":"{}"}}`
+	}
+	for _, c := range []struct {
+		body   string
+		status int
+	}{
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[` + call("c1") + `,` + call("c1") + `]}]}`, 400},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[` + call("c1") + `]},{"role":"tool","tool_call_id":"c1","content":"a"},{"role":"tool","tool_call_id":"c1","content":"b"}]}`, 400},
+		{`{"messages":[{"role":"tool","tool_call_id":"c9","content":"a"},{"role":"tool","tool_call_id":"c9","content":"b"}]}`, 400},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[` + call("call_0") + `]},{"role":"tool","tool_call_id":"call_0","content":"a"},` +
+			`{"role":"assistant","content":"","tool_calls":[` + call("call_0") + `]},{"role":"tool","tool_call_id":"call_0","content":"b"}]}`, 201},
+	} {
+		a := serve(t, s, "POST", "/v1/sessions/tools-refused/messages", []byte(c.body))
+		checkAnswer(t, a)
+		if a.status != c.status {
+			t.Errorf("%s = %d %s, want %d", c.body, a.status, a.raw, c.status)
+		}
+	}
+}

@@ -463,6 +463,9 @@ func decodeModelCall(c echo.Context, req any) (map[string]json.RawMessage, error
 	if err != nil {
 		return nil, err
 	}
+	if err := checkJSONText(body); err != nil {
+		return nil, err
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, memory.Errorf(memory.EINVALID, "body: not a JSON object: %v", err)

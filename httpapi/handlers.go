@@ -83,7 +83,7 @@ func (s *Server) appendMessages(c echo.Context) error {
 		return err
 	}
 	var in api.AppendIn
-	if err := s.decode(c, &in); err != nil {
+	if err := s.decodeStrict(c, &in); err != nil {
 		return err
 	}
 	msgs := make([]*memory.Message, len(in.Messages))
@@ -147,6 +147,9 @@ func (s *Server) search(c echo.Context) error {
 	out := make([]api.SearchResult, len(results))
 	for i, r := range results {
 		out[i] = api.SearchResult{Message: toMessageOut(r.Message), Score: r.Score, Highlight: r.Highlight, Via: r.Via}
+		if r.Via == "" {
+			out[i].ScoreParts = &api.ScoreParts{Text: r.TextScore, Vector: r.VectorScore, Neighbor: r.NeighborScore}
+		}
 	}
 	return c.JSON(http.StatusOK, api.SearchOut{Results: out})
 }
@@ -178,7 +181,11 @@ func (s *Server) listCold(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs, next, err := s.svc.ListCold(c.Request().Context(), id, c.QueryParam("cursor"), limit)
+	oldest, err := memory.ParseOrder(c.QueryParam("order"))
+	if err != nil {
+		return err
+	}
+	msgs, next, err := s.svc.ListCold(c.Request().Context(), id, c.QueryParam("cursor"), limit, oldest)
 	if err != nil {
 		return err
 	}

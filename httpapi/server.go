@@ -38,6 +38,9 @@ type Options struct {
 	// with bursts of RateBurst; 0 turns limiting off.
 	RateLimit float64
 	RateBurst int
+	// Limiter, when set, keeps the rate limits (RateLimit, RateBurst)
+	// instead of this server's memory: nodes on one database share theirs.
+	Limiter middleware.RateLimiterStore
 	// RequestTimeout cancels a request's work after this long; 0: never.
 	RequestTimeout time.Duration
 
@@ -79,7 +82,7 @@ type Server struct {
 	opts    Options
 	e       *echo.Echo
 	h       http.Handler
-	limiter *middleware.RateLimiterMemoryStore
+	limiter middleware.RateLimiterStore
 	bodies  *bodyBudget // nil: no cap
 	gateway *memory.Gateway
 	// responseIDs name stored answers for previous_response_id.
@@ -115,7 +118,9 @@ func New(svc *memory.Service, opts Options) *Server {
 	if opts.BodyBytesInFlight > 0 {
 		s.bodies = &bodyBudget{max: opts.BodyBytesInFlight}
 	}
-	if opts.RateLimit > 0 {
+	if opts.RateLimit > 0 && opts.Limiter != nil {
+		s.limiter = opts.Limiter
+	} else if opts.RateLimit > 0 {
 		s.limiter = middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
 			Rate: rate.Limit(opts.RateLimit), Burst: max(opts.RateBurst, 1), ExpiresIn: 3 * time.Minute})
 	}

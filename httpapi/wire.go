@@ -16,6 +16,11 @@ func toMessage(in *api.MessageIn, i int) (*memory.Message, error) {
 	if err != nil {
 		return nil, memory.Errorf(memory.EINVALID, "messages[%d].%s", i, memory.ErrorMessage(err))
 	}
+	// The zero time is how the domain says "not given": stored, it would
+	// silently become the time of storing.
+	if in.CreatedAt != "" && created.IsZero() {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d].created_at: %s is the zero time, which cannot be stored as sent; omit created_at for the time of storing", i, in.CreatedAt)
+	}
 	md, err := metadataIn(in.Metadata)
 	if err != nil {
 		return nil, memory.Errorf(memory.EINVALID, "messages[%d].metadata: %v", i, err)

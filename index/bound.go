@@ -20,16 +20,18 @@ func (x *Index) boundQuery(text string) string {
 	if len(text) <= maxQueryBytes {
 		return text
 	}
-	an := x.text.Mapping().AnalyzerNamed(analyzerName)
+	an := x.text.Mapping().AnalyzerNamed(queryAnalyzerName)
 	if an == nil {
 		return text
 	}
 	seen := map[string]bool{}
 	var words []string
+	var within span
 	for _, tok := range an.Analyze([]byte(text)) {
-		if seen[string(tok.Term)] {
+		if within.holds(tok.Start, tok.End) || seen[string(tok.Term)] {
 			continue
 		}
+		within = span{tok.Start, tok.End}
 		seen[string(tok.Term)] = true
 		words = append(words, text[tok.Start:tok.End])
 		if len(words) == maxQueryTerms {

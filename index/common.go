@@ -32,7 +32,7 @@ var commonTermMinDocs uint64 = 5_000
 // terms are not common among tenant's documents, or text itself when
 // pruning does not apply.
 func (x *Index) withoutCommonTerms(ctx context.Context, tenant, text string) string {
-	an := x.text.Mapping().AnalyzerNamed(analyzerName)
+	an := x.text.Mapping().AnalyzerNamed(queryAnalyzerName)
 	common := x.commonFilter(tenant)
 	defer common.close()
 	if an == nil || common.r == nil {
@@ -44,7 +44,12 @@ func (x *Index) withoutCommonTerms(ctx context.Context, tenant, text string) str
 	}
 	var words []word
 	var kept []string
+	var within span
 	for _, tok := range an.Analyze([]byte(text)) {
+		if within.holds(tok.Start, tok.End) {
+			continue // a word of the code name before it, which brings it back
+		}
+		within = span{tok.Start, tok.End}
 		df, err := common.df(ctx, tok.Term)
 		if err != nil {
 			return text

@@ -83,7 +83,7 @@ func (x *Index) expansionWords(tenant, text string) []string {
 	if x.opts.Expander == nil || x.opts.ExpansionWeight <= 0 {
 		return nil
 	}
-	an := x.text.Mapping().AnalyzerNamed(analyzerName)
+	an := x.text.Mapping().AnalyzerNamed(queryAnalyzerName)
 	if an == nil {
 		return nil
 	}

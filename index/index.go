@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -53,6 +54,9 @@ const (
 	// with the name clause, so it is left alone.
 	DefaultNameBoost = 1.0
 	DefaultWhenBoost = 1.0
+	// DefaultPartBoost weighs the clause of the parts of a query's code
+	// names (see codeTokenizer).
+	DefaultPartBoost = 0.5
 	// DefaultVectorParallelism is how many sessions a vector search scans at
 	// once; 0 means GOMAXPROCS. On 2 cores, 2 halved the scan's wall time and
 	// 4 did no better (see vector.go).
@@ -76,6 +80,9 @@ type Options struct {
 	// text (1). Negative leaves the field out of the query.
 	NameBoost float64
 	WhenBoost float64
+	// PartBoost is the boost of the clause of the parts of the query's code
+	// names ("conn", "reset" of "ERR_CONN_RESET"). Negative leaves it out.
+	PartBoost float64
 
 	// Location is the time zone of the date words ("7 May 2023 Sunday
 	// afternoon"). Default UTC, so a rebuild always writes the same words.
@@ -135,6 +142,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.WhenBoost == 0 {
 		o.WhenBoost = DefaultWhenBoost
 	}
+	if o.PartBoost == 0 {
+		o.PartBoost = DefaultPartBoost
+	}
 	if math.IsNaN(o.ExpansionWeight) || o.ExpansionWeight < 0 {
 		return o, fmt.Errorf("index options: expansion weight %v is not a number >= 0", o.ExpansionWeight)
 	}
@@ -160,6 +170,11 @@ var ErrCorrupt = errors.New("index is corrupt or incompatible")
 // It is an ErrCorrupt too.
 var ErrSchema = fmt.Errorf("%w: written with another schema", ErrCorrupt)
 
+// ErrNoAccess marks an index ctxd may not read or write (permissions, a
+// read-only file system): nothing is wrong with it, and moving it aside to
+// rebuild would fail the same way, or throw a good index away.
+var ErrNoAccess = memory.ErrIndexNoAccess
+
 // ErrInUse marks an index another process holds open (a running server).
 var ErrInUse = errors.New("in use by another process")
 
@@ -181,7 +196,8 @@ var lockTimeout = 2 * time.Second
 // 4: text, name and when are fields per tenant ("text@acme"), so BM25
 // statistics do not cross tenants; no _all field.
 // 5: tokens are cut to maxTokenRunes runes before they are stemmed.
-const schemaVersion = "5"
+// 6: code names are terms whole and by their parts (codeTokenizer).
+const schemaVersion = "6"
 
 // Index implements memory.Index. It is safe for concurrent use.
 type Index struct {
@@ -282,6 +298,9 @@ func openExisting(dir string, cfg map[string]any) (text bleve.Index, err error) 
 	text, err = bleve.OpenUsing(dir, cfg)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open index %s: %w: %w", dir, ErrInUse, err)
+	}
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return nil, fmt.Errorf("open index %s: %w: %w: give ctxd read and write access to it", dir, ErrNoAccess, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w: %w", dir, ErrCorrupt, err)

@@ -11,7 +11,6 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/token/truncate"
-	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
 	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search"
@@ -37,6 +36,14 @@ const (
 // analyzerName is the prose analyzer. Snowball rather than the "en" analyzer's
 // Porter stemmer: Porter keeps "deployment" apart from "deploy".
 const analyzerName = "ctxd_en"
+
+// The analyzers of a query's text clause (its words and code names whole)
+// and of its parts clause: see codeTokenizer. Their terms are those the
+// prose analyzer gives documents.
+const (
+	queryAnalyzerName = "ctxd_en_query"
+	partsAnalyzerName = "ctxd_en_parts"
+)
 
 // maxTokenRunes caps the terms the analyzer passes on: a longer token is
 // cut to its first maxTokenRunes runes, in documents and queries alike, so
@@ -172,11 +179,21 @@ func newMapping() (*mapping.IndexMappingImpl, error) {
 	// The cut comes first, so no later filter sees a long token.
 	err = im.AddCustomAnalyzer(analyzerName, map[string]any{
 		"type":          custom.Name,
-		"tokenizer":     unicode.Name,
+		"tokenizer":     codeTokenizerName,
 		"token_filters": []string{truncateName, lowercase.Name, en.StopName, en.SnowballStemmerName},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index mapping: %w", err)
+	}
+	for name, tokenizer := range map[string]string{queryAnalyzerName: codeQueryName, partsAnalyzerName: codePartsName} {
+		err = im.AddCustomAnalyzer(name, map[string]any{
+			"type":          custom.Name,
+			"tokenizer":     tokenizer,
+			"token_filters": []string{truncateName, lowercase.Name, en.StopName, en.SnowballStemmerName},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("index mapping: %w", err)
+		}
 	}
 	im.ScoringModel = bindex.BM25Scoring
 	im.DefaultAnalyzer = analyzerName
@@ -343,14 +360,19 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 // neighbours in meaning (see Options.Expander), joins them when given.
 func (x *Index) textQuery(q *memory.SearchQuery, text string, expansions []string) query.Query {
 	tenant := q.Tenant
-	clause := func(field string, boost float64) query.Query {
+	clause := func(field string, boost float64) *query.MatchQuery {
 		m := bleve.NewMatchQuery(text)
 		m.SetField(tenantField(field, tenant))
-		m.Analyzer = analyzerName
+		m.Analyzer = queryAnalyzerName
 		m.SetBoost(boost)
 		return m
 	}
 	qs := []query.Query{clause(fieldText, 1)}
+	if x.opts.PartBoost > 0 && hasCodeName(text) {
+		m := clause(fieldText, x.opts.PartBoost)
+		m.Analyzer = partsAnalyzerName
+		qs = append(qs, m)
+	}
 	if eq := x.expansionQuery(tenant, expansions); eq != nil {
 		qs = append(qs, eq)
 	}
@@ -385,7 +407,7 @@ func (x *Index) fieldsWithAny(tenant, text string, fields ...string) map[string]
 		return out
 	}
 	cache := x.dfs() // before the reader: see commonFilter
-	an := x.text.Mapping().AnalyzerNamed(analyzerName)
+	an := x.text.Mapping().AnalyzerNamed(queryAnalyzerName)
 	adv, err := x.text.Advanced()
 	if an == nil || err != nil {
 		return all()

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -17,7 +18,7 @@ type Admin struct {
 	Index Index
 	// IndexErr is why Index is nil when the index could not be opened
 	// (missing, corrupt): verify reports it.
-	IndexErr error
+	IndexErr error // ErrIndexNoAccess: see there
 	// Docs lists the documents of Index (the same index).
 	Docs DocLister
 	// Cold is the cold mirror, read back by verify and written by import.
@@ -212,3 +213,9 @@ func (a *Admin) embed(ctx context.Context, msgs []*Message, save func(map[string
 	}
 	return nil
 }
+
+// ErrIndexNoAccess marks an index ctxd may not read or write (permissions,
+// a read-only file system): verify reports it as such rather than as
+// damage, and nothing rebuilds it (that would fail the same way, or throw a
+// good index away).
+var ErrIndexNoAccess = errors.New("index is not accessible (not damaged)")

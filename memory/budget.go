@@ -82,7 +82,7 @@ func (b Budget) StatusOf(s *Session, tokens int) *Status {
 	st := &Status{
 		ID: s.ID, ContextWindow: s.ContextWindow, Encoding: s.Encoding, Metadata: s.Metadata,
 		Tokens: tokens, Messages: s.Counts, Summaries: s.Summaries, Compactions: s.Compactions,
-		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, PromptCache: s.PromptCache.withRates(),
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, PromptCache: s.PromptCache.WithRates(),
 	}
 	if s.ContextWindow > 0 {
 		st.PctUsed = float64(int(float64(tokens)/float64(s.ContextWindow)*10000)) / 10000

@@ -7,6 +7,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -34,9 +35,28 @@ func mirrored(msgs []*Message) []*Message {
 }
 
 // ListCold pages through a session's cold chunks (dropped and summarized
-// originals) in order.
-func (s *Service) ListCold(ctx context.Context, sessionID, cursor string, limit int) ([]*Message, string, error) {
-	return s.ListMessages(ctx, sessionID, []string{string(StateDropped), string(StateSummarized)}, cursor, limit)
+// originals), newest first unless oldestFirst: what went cold last is what
+// a person looking for it wants first.
+func (s *Service) ListCold(ctx context.Context, sessionID, cursor string, limit int, oldestFirst bool) ([]*Message, string, error) {
+	return s.listMessages(ctx, sessionID, []string{string(StateDropped), string(StateSummarized)}, cursor, limit, !oldestFirst)
+}
+
+// Cold listing orders (the order parameter).
+const (
+	OrderNewest = "newest"
+	OrderOldest = "oldest"
+)
+
+// ParseOrder reads a cold listing's order: newest (the default, also for
+// "") or oldest. It reports whether the listing is oldest first.
+func ParseOrder(s string) (oldestFirst bool, err error) {
+	switch s {
+	case "", OrderNewest:
+		return false, nil
+	case OrderOldest:
+		return true, nil
+	}
+	return false, Errorf(EINVALID, "order: %q is not one of newest, oldest", s)
 }
 
 // rewriteColdMirror makes the session's cold mirror match the store.
@@ -133,6 +153,23 @@ func (s *Service) purgeSession(ctx context.Context, tenant, id string, now time.
 		s.rewriteColdMirror(ctx, tenant, id)
 	}
 	return len(gone), until, nil
+}
+
+// unexpired leaves out of msgs the cold chunks past their retention: expiry
+// holds at read time, not only once a purge has run (a server restarted
+// often, or a purge that failed, must not leave them readable, searchable
+// or recoverable). msgs is filtered in place.
+func (s *Service) unexpired(msgs []*Message) []*Message {
+	now := time.Now()
+	if s.Now != nil { // a service used without Open
+		now = s.Now()
+	}
+	return slices.DeleteFunc(msgs, func(m *Message) bool { return expired(m, now) })
+}
+
+// expired says whether m is a cold chunk past its retention.
+func expired(m *Message, now time.Time) bool {
+	return m.Cold != nil && slices.Contains(coldStates, m.State) && !m.Cold.RecoverableUntil.After(now)
 }
 
 // purgeDue says whether the earliest retention the last purge saw has

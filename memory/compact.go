@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"time"
 
@@ -93,26 +92,6 @@ func (s *Service) Compact(ctx context.Context, sessionID string, req CompactRequ
 	return s.compactLocked(ctx, tenant, sessionID, req)
 }
 
-// lockSession serialises compactions (and recoveries) of one session. The
-// locks are striped by a hash of the session: a fixed set, however many
-// session ids callers invent (a lock per id would grow without bound).
-// Two sessions share a stripe 1 time in len(sessionLocks); no caller holds
-// two sessions' locks at once, so sharing cannot deadlock.
-func (s *Service) lockSession(tenant, id string) func() {
-	mu := &s.sessionLocks[stripe(tenant, id, len(s.sessionLocks))]
-	mu.Lock()
-	return mu.Unlock
-}
-
-// stripe is the lock of n that a session's id hashes to.
-func stripe(tenant, id string, n int) uint32 {
-	h := fnv.New32a()
-	h.Write([]byte(tenant))
-	h.Write([]byte{0})
-	h.Write([]byte(id))
-	return h.Sum32() % uint32(n)
-}
-
 func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, req CompactRequest) (*CompactionReport, error) {
 	if err := s.compactSem.acquire(ctx); err != nil {
 		return nil, err
@@ -194,15 +173,15 @@ func (s *Service) holdCompactions(ctx context.Context, tenant, sessionID string,
 	var hold int
 	sess, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
 		hold = max(pol.windowTokens(tx.Session()), 1)
-		tx.Session().CompactHold = hold
+		tx.Session().CompactHold, tx.Session().CompactHoldSeq = hold, tx.Session().LastSeq
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("hold compactions: %w", err)
 	}
 	rep.Notes = append(rep.Notes, fmt.Sprintf("nothing could be freed: every message left in the window is protected (pinned, system, important, "+
-		"the first request or the %d most recent); automatic compactions wait until the window grows past %d tokens, or reaches the hard limit",
-		pol.KeepRecent, hold+pol.holdBand(sess)))
+		"the first request or the %d most recent); automatic compactions wait until the window grows past %d tokens, %d more messages come, or it reaches the hard limit",
+		pol.KeepRecent, hold+pol.holdBand(sess), pol.KeepRecent))
 	return nil
 }
 
@@ -383,7 +362,7 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 			}
 		}
 		tx.Session().Compactions++
-		tx.Session().CompactHold = pol.holdAfter(tx.Session())
+		tx.Session().CompactHold, tx.Session().CompactHoldSeq = pol.holdAfter(tx.Session()), tx.Session().LastSeq
 		return nil
 	})
 	if err != nil {

@@ -16,7 +16,7 @@
 //     (DamageScanner, StoreChecker). memory/boltstore is the Store, index/
 //     the Index, index/glove and index/openai the Embedders, tokenizer/ the
 //     Tokenizer.
-//   - compaction_types.go: Summarizer (summarize/), EventLog (eventlog/),
+//   - compact_types.go: Summarizer (summarize/), EventLog (eventlog/),
 //     ColdMirror (coldstore/); events.go: EventReader; idempotency.go:
 //     WriteKeys; restore_cold.go: ColdRestorer; admin.go: Progress,
 //     DocLister, ColdAuditor.
@@ -28,14 +28,17 @@
 // # Files by concern
 //
 //   - The Service and its settings: service.go (Service, Open, Close,
-//     readiness), policy.go (Policy and per-session overrides), limits.go
-//     (Concurrency, the embedding bound), model.go (the stored vectors'
+//     readiness), policy.go (Policy and per-session overrides),
+//     concurrency.go (Concurrency: the compaction and embedding bounds, and
+//     the striped per-session locks), model.go (the stored vectors'
 //     model against the configured embedder's), context.go (tenant and request
 //     id in the context.Context), error.go (error codes, which httpapi maps
 //     to statuses through api/errors.go).
 //   - Messages and sessions: message.go (Message, Role, State, validation),
 //     session.go (Session, ids, encodings), tokens.go (exact counts),
-//     budget.go (Status and window states), pinned.go (the pinned budget),
+//     budget.go (Status and window states, the flush signal), pinned.go (the
+//     pinned budget), prompt.go (the prompt: counted whole, ranked by a
+//     bounded part),
 //     messages_service.go (Append, listing), message_lookup.go,
 //     sessions_service.go and sessionquery.go (session CRUD and listing),
 //     idempotency.go (Idempotency-Key and message_id), edit.go (PATCH and
@@ -43,18 +46,25 @@
 //   - Indexing and search: indexer.go (replays the store's change log into
 //     the Index), search.go, salient.go (names an agent reuses), score.go
 //     (relevance of the window's messages to a prompt).
-//   - Compaction: compact.go (Compact, the session locks, selection and the
-//     one-transaction commit), compaction_types.go (ColdInfo, reasons,
-//     ports), units.go (tool-call groups moved as one unit), prune.go (old
-//     tool output cut in the window), summary.go (the rolling summary).
+//   - Compaction: compact.go (Compact, selection, the hold after a
+//     compaction that cannot get under the trigger, and the one-transaction
+//     commit), compact_types.go (ColdInfo, reasons, ports),
+//     compact_units.go (tool-call groups moved as one unit),
+//     compact_prune.go (old tool output cut in the window),
+//     compact_summary.go (the rolling summary).
 //   - Cold storage and recovery: cold.go, coldsync.go (the JSONL mirror),
 //     recover.go (by id and for a prompt), restore_cold.go.
 //   - The window builder: window.go (Context, the levels of a conversation's
-//     window) and window_loop.go (the window of an agent in a tool loop);
-//     the builder also uses score.go, prune.go and recover.go.
+//     window), window_loop.go (the window of an agent in a tool loop),
+//     window_stable.go (the layout kept between calls so the prefix repeats),
+//     window_recall.go (the recall block before the newest input) and
+//     window_chat.go (a conversation's window for the message just stored:
+//     the working window whole, what the prompt recalls before that message);
+//     the builder also uses score.go, compact_prune.go and recover.go.
 //   - The gateway: gateway.go (session naming, matching a resent history
 //     against what is stored, superseding, the flush turn), gateway_models.go
-//     (known models' windows). httpapi speaks the providers' wire formats.
+//     (known models' windows), gateway_cache.go (the provider's prompt cache
+//     figures per session, and over a tenant's sessions). httpapi speaks the providers' wire formats.
 //   - Events and history: events.go, history.go (the event log read back as
 //     typed series for the dashboard).
 //   - Admin (offline, on a closed server's data dir): admin.go, verify.go,
@@ -78,13 +88,14 @@
 // # A context call
 //
 // POST /v1/sessions/{id}/context reaches Service.Context (window.go): under
-// the session's lock (compact.go) it compacts first if the window is over
+// the session's lock (concurrency.go) it compacts first if the window is over
 // the hard limit, then a windowBuilder takes the pinned messages, and
-// either builds a tool loop's window (window_loop.go) or takes the recent
+// either builds a tool loop's window (window_loop.go), or a conversation's
+// cache-stable window for the message just stored (window_chat.go), or takes the recent
 // turns, scores the rest against the prompt (score.go), takes the summary,
 // finds cold originals worth recovering (recover.go), fills the remaining
 // budget by score, and assembles the messages in order, keeping tool-call
-// groups whole (units.go) and cutting old tool output (prune.go). What it
-// recovered is committed to the store; if that carried the window past the
+// groups whole (compact_units.go) and cutting old tool output
+// (compact_prune.go). What it recovered is committed to the store; if that carried the window past the
 // trigger, a compaction follows.
 package memory

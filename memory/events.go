@@ -17,7 +17,8 @@ type EventReader interface {
 var EventStreams = map[string]string{
 	"compaction": "compaction", "drops": "drops", "recoveries": "recoveries",
 	"health": "context-health", "context-health": "context-health", "purges": "purges",
-	"edits": "edits", // PATCH and DELETE /v1/messages/{id}
+	"edits":        "edits",        // PATCH and DELETE /v1/messages/{id}
+	"prompt-cache": "prompt-cache", // the upstream's prompt usage on each gateway answer
 }
 
 // Limits of an event query.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -175,6 +176,28 @@ func (g *Gateway) ratio(tenant, session string) float64 {
 	return 1
 }
 
+// loadRatio takes the session's calibration from the store, where the
+// node that learnt it last (RecordUsage) left it: with several nodes the
+// calls of one session go to any of them, and a ratio kept only where it
+// was learnt overfilled the windows the others built.
+func (g *Gateway) loadRatio(ctx context.Context, tenant, session string) {
+	sess, err := g.s.Store.Session(ctx, tenant, session)
+	if err != nil {
+		return // a new session (or a failing store, which Prepare reports next)
+	}
+	key := tenant + "\x00" + session
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sess.Calibration <= minRatio {
+		delete(g.ratios, key)
+		return
+	}
+	if len(g.ratios) >= maxRatios {
+		clear(g.ratios)
+	}
+	g.ratios[key] = min(sess.Calibration, maxRatio)
+}
+
 func (g *Gateway) lock(tenant, id string) func() {
 	mu := &g.locks[stripe(tenant, id, len(g.locks))]
 	mu.Lock()
@@ -291,10 +314,18 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	if len(req.History) == 0 {
 		return nil, Errorf(EINVALID, "messages: at least one message is required")
 	}
+	// What is refused is refused before anything is written: a refused
+	// call leaves no session behind.
+	if err := ValidateMessages(req.History, g.s.Limits); err != nil {
+		return nil, err
+	}
+	if req.After == "" && !slices.ContainsFunc(req.History, func(m *Message) bool { return m.Role != RoleTool }) {
+		return nil, Errorf(EINVALID, "messages: only tool results, and the calls they answer are not in the history: there is no conversation to send")
+	}
 	tenant := TenantFromContext(ctx)
 	unlock := g.lock(tenant, req.Session)
 	defer unlock()
-	window, enc, err := g.setWindow(ctx, req.Session, req.ContextWindow)
+	window, enc, setWindow, err := g.window(ctx, req.Session, req.ContextWindow)
 	if err != nil {
 		return nil, err
 	}
@@ -306,6 +337,9 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	}
 	// The window and the answer are in the provider's count; the tools and
 	// the history in ctxd's, scaled by the session's calibration.
+	if g.s.SharedStore {
+		g.loadRatio(ctx, tenant, req.Session)
+	}
 	ratio := g.ratio(tenant, req.Session)
 	// What any window must hold: the system prompt and the newest message.
 	must := 0
@@ -324,9 +358,17 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 		return nil, Errorf(EINVALID, "the model's context window (%d tokens) leaves no room for the history after %d tokens for the answer and %d for the tools: lower max_tokens or set X-Ctxd-Context-Window",
 			window, req.Reserve, tools)
 	}
+	if setWindow != nil {
+		if err := setWindow(); err != nil {
+			return nil, err
+		}
+	}
 	out := &GatewayWindow{Session: req.Session, MaxTokens: maxTokens, ToolTokens: tools, Ratio: ratio, Answer: answer, AnswerLowered: lowered}
-	before, err := g.s.Store.Session(ctx, tenant, req.Session)
-	if err != nil {
+	compactionsBefore := 0
+	switch before, err := g.s.Store.Session(ctx, tenant, req.Session); {
+	case err == nil:
+		compactionsBefore = before.Compactions
+	case ErrorCode(err) != ENOTFOUND: // a new session is created by its first write
 		return nil, err
 	}
 	client, err := g.sync(ctx, tenant, req, out)
@@ -367,11 +409,15 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 		}
 		out.Messages = append(out.Messages, gm)
 	}
+	if len(out.Messages) == 0 {
+		// An upstream answers "messages: []" with its own 400, or worse.
+		return nil, Errorf(EINVALID, "messages: no message of the history can be sent (a tool result needs its call): there is no conversation to send")
+	}
 	// Compactions run on the writes (this call's, or the last answer's),
 	// before the window and in the retry: the session's count says whether
 	// any did since the session's last window.
 	if after, err := g.s.Store.Session(ctx, tenant, req.Session); err == nil {
-		out.Compacted = out.Compacted || after.Compactions > g.compactionsSeen(tenant+"\x00"+req.Session, before.Compactions, after.Compactions)
+		out.Compacted = out.Compacted || after.Compactions > g.compactionsSeen(tenant+"\x00"+req.Session, compactionsBefore, after.Compactions)
 		// a compaction or a recovery changes none of what matching reads
 		g.synced.moved(tenant+"\x00"+req.Session, out.syncedAt, sessionVersion(after), nil)
 	}
@@ -402,25 +448,34 @@ func fitAnswer(window, reserve, tools, must int) (int, bool) {
 	return min(lowered, reserve), lowered < reserve
 }
 
-// setWindow gives the session the model's window (0: keep the session's,
-// or the server's default for a new one), so compaction triggers at the
-// right size. It answers the window and the session's encoding.
-func (g *Gateway) setWindow(ctx context.Context, id string, window int) (int, string, error) {
+// window is the session's window and encoding for a call that names
+// window (0: keep the session's, or the server's default for a new one),
+// and what gives the session that window, so compaction triggers at the
+// right size; nil when there is nothing to write. It writes nothing
+// itself: the call may yet be refused.
+func (g *Gateway) window(ctx context.Context, id string, window int) (int, string, func() error, error) {
 	st, err := g.s.GetSession(ctx, id)
 	if err != nil && ErrorCode(err) != ENOTFOUND {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	if err == nil && (window == 0 || st.ContextWindow == window) {
-		return st.ContextWindow, st.Encoding, nil
+		return st.ContextWindow, st.Encoding, nil, nil
 	}
-	u := SessionUpdate{}
-	if window != 0 {
-		u.ContextWindow = &window
+	enc := g.s.Defaults.Encoding
+	if err == nil {
+		enc = st.Encoding
 	}
-	if st, err = g.s.PutSession(ctx, id, u); err != nil {
-		return 0, "", fmt.Errorf("set the session's context window: %w", err)
+	if window == 0 {
+		// a new session: its first write creates it with the defaults
+		return g.s.Defaults.ContextWindow, enc, nil, nil
 	}
-	return st.ContextWindow, st.Encoding, nil
+	set := func() error {
+		if _, err := g.s.PutSession(ctx, id, SessionUpdate{ContextWindow: &window}); err != nil {
+			return fmt.Errorf("set the session's context window: %w", err)
+		}
+		return nil
+	}
+	return window, enc, set, nil
 }
 
 // GatewayNoteKey marks, in a message's metadata, a note the gateway stored

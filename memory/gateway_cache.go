@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"math"
 )
 
@@ -31,7 +32,9 @@ const (
 	cacheWritePrice = 1.25
 )
 
-func (c *PromptCache) withRates() *PromptCache {
+// WithRates returns c with HitRate and SavedPct derived from its token
+// counts (the store keeps only the counts); nil stays nil.
+func (c *PromptCache) WithRates() *PromptCache {
 	if c == nil || c.InputTokens == 0 {
 		return c
 	}
@@ -64,7 +67,51 @@ func (g *Gateway) RecordUsage(ctx context.Context, session string, u PromptUsage
 		c.CachedRead += u.CacheRead
 		c.CacheWrite += u.CacheWrite
 		c.HitRate, c.SavedPct = 0, 0 // derived when read
+		// Calibrate ran for this answer just before: its ratio goes with
+		// the session, for the other nodes (see loadRatio).
+		s.Calibration = 0
+		if r := g.ratio(tenant, session); r > minRatio {
+			s.Calibration = r
+		}
 		return nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// The metrics read the event: totals over every session, without a
+	// scan of them.
+	g.s.event("prompt-cache", map[string]any{"tenant": tenant, "session": session,
+		"input_tokens": u.Input, "cache_read_tokens": u.CacheRead, "cache_write_tokens": u.CacheWrite})
+	return nil
+}
+
+// PromptCacheTotal adds up the prompt cache figures of every session of
+// the caller: the dashboard's figure for all sessions. It reads every
+// session record of the tenant (records, not messages), as a listing in
+// any order but id's does; nil when no session has any.
+func (s *Service) PromptCacheTotal(ctx context.Context) (*PromptCache, error) {
+	tenant := TenantFromContext(ctx)
+	var total *PromptCache
+	after := ""
+	for {
+		batch, err := s.Store.Sessions(ctx, tenant, after, sessionScanBatch)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		for _, sess := range batch {
+			if c := sess.PromptCache; c != nil {
+				if total == nil {
+					total = &PromptCache{}
+				}
+				total.Calls += c.Calls
+				total.InputTokens += c.InputTokens
+				total.CachedRead += c.CachedRead
+				total.CacheWrite += c.CacheWrite
+			}
+		}
+		if len(batch) < sessionScanBatch {
+			return total.WithRates(), nil
+		}
+		after = batch[len(batch)-1].ID
+	}
 }

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // ImportOptions tune an import.
@@ -36,18 +39,38 @@ const maxExportLine = 64 << 20
 // are kept when they come from the data dir's model, otherwise messages are
 // embedded again. The index then catches up through the change log and the
 // cold mirror is written for the sessions' cold messages.
+//
+// An import that does not finish (killed, SIGTERM, a disk error) leaves a
+// mark in the store (ImportMetaKey): the server refuses to start on a
+// partial restore, and the same export imported again finishes it, the
+// sessions it wrote replaced without --replace.
 func (a *Admin) Import(ctx context.Context, r io.ReadSeeker, o ImportOptions) (*ImportReport, error) {
-	hdr, existing, total, err := a.importPlan(ctx, r)
+	sum := sha256.New()
+	hdr, existing, total, err := a.importPlan(ctx, io.TeeReader(r, sum))
 	if err != nil {
 		return nil, err
 	}
-	if len(existing) > 0 && !o.Replace {
-		return nil, Errorf(ECONFLICT, "%d session(s) of the export exist in this data dir already (first: %q of tenant %q): nothing was imported; use --replace to overwrite them",
-			len(existing), existing[0].ID, existing[0].Tenant)
+	mark := importMark{Export: hex.EncodeToString(sum.Sum(nil)), Started: time.Now().UTC()}
+	prev, err := interruptedImport(ctx, a.Store)
+	if err != nil {
+		return nil, err
+	}
+	resume := prev != nil && prev.Export == mark.Export
+	if len(existing) > 0 && !o.Replace && !resume {
+		msg := ""
+		if prev != nil {
+			msg = fmt.Sprintf(" (an import of another export, sha256 %s, was interrupted here on %s: import that file again to finish it)", prev.Export, prev.Started.Format(time.RFC3339))
+		}
+		return nil, Errorf(ECONFLICT, "%d session(s) of the export exist in this data dir already (first: %q of tenant %q): nothing was imported; use --replace to overwrite them%s",
+			len(existing), existing[0].ID, existing[0].Tenant, msg)
 	}
 	useVectors, err := a.importModel(ctx, hdr)
 	if err != nil {
 		return nil, err
+	}
+	b, _ := json.Marshal(mark)
+	if err := a.Store.SetMeta(ctx, ImportMetaKey, string(b)); err != nil {
+		return nil, fmt.Errorf("mark the import as started: %w", err)
 	}
 	rep := &ImportReport{Replaced: len(existing)}
 	for _, s := range existing {
@@ -89,7 +112,45 @@ func (a *Admin) Import(ctx context.Context, r io.ReadSeeker, o ImportOptions) (*
 			return rep, fmt.Errorf("index imported messages: %w", err)
 		}
 	}
-	return rep, a.importCold(ctx, existing, cold)
+	if err := a.importCold(ctx, existing, cold); err != nil {
+		return rep, err
+	}
+	if err := a.Store.SetMeta(ctx, ImportMetaKey, ""); err != nil {
+		return rep, fmt.Errorf("mark the import as finished: %w", err)
+	}
+	return rep, nil
+}
+
+// ImportMetaKey is the store setting an import holds while it runs: the
+// export's SHA-256 and when it started, as JSON.
+const ImportMetaKey = "import_in_progress"
+
+type importMark struct {
+	Export  string    `json:"export_sha256"`
+	Started time.Time `json:"started_at"`
+}
+
+func interruptedImport(ctx context.Context, st Store) (*importMark, error) {
+	v, err := st.Meta(ctx, ImportMetaKey)
+	if err != nil || v == "" {
+		return nil, err
+	}
+	var m importMark
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return &importMark{Export: "unknown"}, nil
+	}
+	return &m, nil
+}
+
+// CheckNoInterruptedImport refuses a store an import did not finish: it
+// holds part of an export, which served would look whole.
+func CheckNoInterruptedImport(ctx context.Context, st Store) error {
+	m, err := interruptedImport(ctx, st)
+	if err != nil || m == nil {
+		return err
+	}
+	return Errorf(EUNAVAILABLE, "an import into this store did not finish (export sha256 %s, started %s): it holds part of that export. "+
+		"Run `ctxd import` on the same file again to finish it (no --replace needed), or start over on an empty data dir", m.Export, m.Started.Format(time.RFC3339))
 }
 
 // importPlan reads the header, lists the export's sessions that exist and

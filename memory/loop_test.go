@@ -204,7 +204,7 @@ func TestLongToolLoopConverges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cold, _, err := h.ListCold(ctx, "loop", "", 1000)
+	cold, _, err := h.ListCold(ctx, "loop", "", 1000, true)
 	if err != nil {
 		t.Fatal(err)
 	}

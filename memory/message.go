@@ -184,7 +184,14 @@ func (m *Message) Validate(i int, lim Limits) error {
 	if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
 		return Errorf(EINVALID, "messages[%d].tool_calls: only assistant messages may call tools", i)
 	}
+	callIDs := make(map[string]bool, len(m.ToolCalls))
 	for j, tc := range m.ToolCalls {
+		// A call id names one call: a result answering it would answer two,
+		// and every window after would carry both.
+		if tc.ID != "" && callIDs[tc.ID] {
+			return Errorf(EINVALID, "messages[%d].tool_calls[%d].id: %q names an earlier call of this message too; give each call its own id", i, j, tc.ID)
+		}
+		callIDs[tc.ID] = true
 		if tc.Function.Name == "" {
 			return Errorf(EINVALID, "messages[%d].tool_calls[%d].function.name: required", i, j)
 		}

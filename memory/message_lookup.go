@@ -14,7 +14,7 @@ func (s *Service) Message(ctx context.Context, id string) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(msgs) == 0 {
+	if len(s.unexpired(msgs)) == 0 {
 		return nil, Errorf(ENOTFOUND, "message %q does not exist", id)
 	}
 	return msgs[0], nil

@@ -118,10 +118,8 @@ func (s *Service) validateAppend(sessionID string, msgs []*Message, opt AppendOp
 	if len(msgs) > s.Limits.MaxMessagesPerCall {
 		return Errorf(ETOOLARGE, "messages: %d is over the limit of %d per call; split the batch", len(msgs), s.Limits.MaxMessagesPerCall)
 	}
-	for i, m := range msgs {
-		if err := m.Validate(i, s.Limits); err != nil {
-			return err
-		}
+	if err := ValidateMessages(msgs, s.Limits); err != nil {
+		return err
 	}
 	if opt.IdempotencyKey != "" {
 		if err := ValidateIdempotencyKey(opt.IdempotencyKey); err != nil {
@@ -129,6 +127,30 @@ func (s *Service) validateAppend(sessionID string, msgs []*Message, opt AppendOp
 		}
 	}
 	return checkClientIDs(msgs)
+}
+
+// ValidateMessages checks each message of a write, and that no tool call
+// of the write is answered twice: both results would stand in every window.
+// A result answers the latest call with its id (some models number their
+// calls call_0, call_1 again on every turn).
+func ValidateMessages(msgs []*Message, lim Limits) error {
+	answered := map[string]int{} // call id: the result's index, -1 while none
+	for i, m := range msgs {
+		if err := m.Validate(i, lim); err != nil {
+			return err
+		}
+		for _, tc := range m.ToolCalls {
+			answered[tc.ID] = -1
+		}
+		if m.Role != RoleTool || m.ToolCallID == "" {
+			continue
+		}
+		if j, ok := answered[m.ToolCallID]; ok && j >= 0 {
+			return Errorf(EINVALID, "messages[%d].tool_call_id: call %q is answered by messages[%d] already; send one result per call", i, m.ToolCallID, j)
+		}
+		answered[m.ToolCallID] = i
+	}
+	return nil
 }
 
 // knownClientIDs looks up the client ids of msgs the session holds already,
@@ -248,11 +270,14 @@ func (s *Service) prepare(ctx context.Context, enc string, window int, pol Polic
 		m.CreatedAt = m.CreatedAt.UTC()
 		texts[i] = EmbedText(m)
 	}
-	if err := countTokens(s.Tokenizer, enc, msgs); err != nil {
+	if err := countTokens(ctx, s.Tokenizer, enc, msgs); err != nil {
 		return err
 	}
 	caps := toolCaps(msgs, int(pol.ToolResultMaxPct*float64(window)))
 	for i, m := range msgs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		var err error
 		if m.Prune, err = pol.pruneCosts(s.Tokenizer, enc, m, caps[i]); err != nil {
 			return err
@@ -274,6 +299,12 @@ func (s *Service) prepare(ctx context.Context, enc string, window int, pol Polic
 // ListMessages pages through a session's messages in order. states holds
 // state names or "all"; the cursor is opaque to callers (the last seq seen).
 func (s *Service) ListMessages(ctx context.Context, sessionID string, states []string, cursor string, limit int) ([]*Message, string, error) {
+	return s.listMessages(ctx, sessionID, states, cursor, limit, false)
+}
+
+// listMessages is ListMessages, newest first when desc (the cursor then
+// pages toward older messages).
+func (s *Service) listMessages(ctx context.Context, sessionID string, states []string, cursor string, limit int, desc bool) ([]*Message, string, error) {
 	if err := ValidateSessionID(sessionID); err != nil {
 		return nil, "", err
 	}
@@ -281,13 +312,19 @@ func (s *Service) ListMessages(ctx context.Context, sessionID string, states []s
 	if err != nil {
 		return nil, "", err
 	}
-	q := MessageQuery{Limit: limit + 1}
+	q := MessageQuery{Limit: limit + 1, Desc: desc}
 	if q.States, err = ParseStates(states); err != nil {
 		return nil, "", err
 	}
 	if cursor != "" {
-		if q.AfterSeq, err = strconv.ParseUint(cursor, 10, 64); err != nil {
+		seq, err := strconv.ParseUint(cursor, 10, 64)
+		if err != nil || (desc && seq == 0) {
 			return nil, "", Errorf(EINVALID, "cursor: not a cursor this server gave out")
+		}
+		if desc {
+			q.BeforeSeq = seq
+		} else {
+			q.AfterSeq = seq
 		}
 	}
 	msgs, err := s.Store.Messages(ctx, TenantFromContext(ctx), sessionID, q)
@@ -299,7 +336,8 @@ func (s *Service) ListMessages(ctx context.Context, sessionID string, states []s
 		msgs = msgs[:limit]
 		next = strconv.FormatUint(msgs[limit-1].Seq, 10)
 	}
-	return msgs, next, nil
+	// after the cursor: a page may come out short, never skip a message
+	return s.unexpired(msgs), next, nil
 }
 
 // ParseStates reads a state filter: names, comma lists, or "all" (no filter).

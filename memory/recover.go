@@ -35,6 +35,7 @@ func (b *windowBuilder) findRecoverable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cold = s.unexpired(cold)
 	inWindow := map[uint64]bool{}
 	for _, m := range b.window {
 		inWindow[m.Seq] = true

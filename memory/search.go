@@ -31,6 +31,9 @@ type SearchResult struct {
 	TextScore, VectorScore float64
 	// Via is "next_turn" for a result brought along by Neighbors.
 	Via string
+	// NeighborScore is what the result's neighbouring turns added to Score
+	// (see neighbourWeight); Score is the index's fused score plus it.
+	NeighborScore float64
 }
 
 // Search limits.
@@ -119,21 +122,61 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 		q.Candidates, q.Expand = scopedSearchCandidates, true
 	}
 	if r.Mode != ModeText {
-		vecs, err := s.embed(ctx, []string{r.Query})
+		vec, err := s.queryVector(ctx, r.Query)
 		if err != nil {
 			return nil, fmt.Errorf("embed query: %w", err)
 		}
-		q.Vector = vecs[0]
+		if vec == nil && r.Mode == ModeVector {
+			return []SearchResult{}, nil // no word the model knows: nothing is near it
+		}
+		q.Vector = vec
+	}
+	// Hybrid only: text mode stays the literal match.
+	neighbours := q.Candidates > 0 && r.Mode == ModeHybrid
+	if neighbours {
+		// The pool without snippets: cutting one from each of 100 texts
+		// (tool outputs of kilobytes) made a search of one session 7 times
+		// slower; the final k get theirs below.
+		q.K, q.Highlight = max(neighbourPool, 5*r.K), false // see neighbourWeight
 	}
 	hits, err := s.Index.Search(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("search index: %w", err)
 	}
 	res, err := s.resolve(ctx, tenant, hits)
+	if err == nil && neighbours {
+		res = withNeighbourScores(res, r.K)
+		err = s.highlight(ctx, q, res)
+	}
 	if err != nil || r.Neighbors == 0 {
 		return res, err
 	}
 	return s.withNextTurns(ctx, tenant, res, r)
+}
+
+// highlight gives res their snippets: the index searches q again among
+// their ids alone, with snippets.
+func (s *Service) highlight(ctx context.Context, q SearchQuery, res []SearchResult) error {
+	if len(res) == 0 {
+		return nil
+	}
+	q.IDs = make([]string, len(res))
+	for i, x := range res {
+		q.IDs[i] = x.ID
+	}
+	q.K, q.Candidates, q.Highlight = len(res), len(res), true
+	hits, err := s.Index.Search(ctx, q)
+	if err != nil {
+		return fmt.Errorf("search index: %w", err)
+	}
+	snippets := make(map[string]string, len(hits))
+	for _, h := range hits {
+		snippets[h.ID] = h.Highlight
+	}
+	for i := range res {
+		res[i].Highlight = snippets[res[i].ID]
+	}
+	return nil
 }
 
 // withNextTurns inserts, after each of the first r.Neighbors results, the
@@ -185,6 +228,7 @@ func (s *Service) resolve(ctx context.Context, tenant string, hits []Hit) ([]Sea
 	if err != nil {
 		return nil, err
 	}
+	msgs = s.unexpired(msgs)
 	byID := make(map[string]*Message, len(msgs))
 	for _, m := range msgs {
 		byID[m.ID] = m

@@ -81,6 +81,7 @@ type Service struct {
 	syncQueued   atomic.Bool // a background index catch-up is pending
 	mirror       mirrorHealth
 	nextExpiry   atomic.Int64 // unix ns of the earliest cold retention the last purge saw; 0: none
+	blank        blankVector  // see queryVector
 }
 
 // Open checks the embedding model, brings the index and the cold mirror up

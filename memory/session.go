@@ -103,11 +103,19 @@ type Session struct {
 	// band past it (Policy.compactHeld): run on every write, each broke the
 	// prompt cache to free a few tokens, or nothing.
 	CompactHold int `json:"compact_hold,omitempty"`
+	// CompactHoldSeq is LastSeq when CompactHold was set: once keep_recent
+	// messages have come since, what was protected as recent no longer is,
+	// and the hold ends.
+	CompactHoldSeq uint64 `json:"compact_hold_seq,omitempty"`
 	// PromptCache adds up what the provider's prompt cache did for the
 	// session's gateway calls, as the provider reported it.
 	PromptCache *PromptCache `json:"prompt_cache,omitempty"`
-	CreatedAt   time.Time    `json:"created_at"`
-	UpdatedAt   time.Time    `json:"updated_at"`
+	// Calibration is the gateway's ratio of the provider's token count to
+	// the session's (Gateway.Calibrate), kept with the session so that
+	// nodes sharing a store build its windows alike; 0: none learnt.
+	Calibration float64   `json:"calibration,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // SessionUpdate is a partial change of a session's settings: nil fields keep

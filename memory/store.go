@@ -103,6 +103,10 @@ type MessageQuery struct {
 	States   []State // empty: all states
 	AfterSeq uint64  // only messages with Seq > AfterSeq
 	Limit    int     // 0: no limit
+	// Desc lists newest first; BeforeSeq then bounds the page: only
+	// messages with Seq < BeforeSeq (0: none). AfterSeq still applies.
+	Desc      bool
+	BeforeSeq uint64
 	// Vectors loads each message's embedding too (Message.Vector).
 	Vectors bool
 }

@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ const (
 	FindColdBad       = "cold_unreadable"  // a mirror file has lines that do not parse
 	FindColdOrphan    = "cold_orphan_file" // a mirror file for a session the store does not have
 	FindIndexUnusable = "index_unusable"   // the index cannot be opened (missing, corrupt)
+	FindIndexNoAccess = "index_no_access"  // the index may not be read or written (permissions, read-only)
 	FindStoreCorrupt  = "store_corrupt"    // the store file's structure is damaged (bbolt's check, a page that cannot be read)
 	FindRecordDamaged = "record_damaged"   // a message record fails its checksum or does not decode
 	FindSessionCounts = "session_counts"   // a session's message counts by state differ from its messages
@@ -194,7 +196,11 @@ func (a *Admin) Verify(ctx context.Context) (*VerifyReport, error) {
 	if err := a.verifyVectors(ctx, sc, rep); err != nil {
 		return nil, err
 	}
-	if a.IndexErr != nil {
+	switch {
+	case a.IndexErr != nil && errors.Is(a.IndexErr, ErrIndexNoAccess):
+		rep.Findings = append(rep.Findings, Finding{Kind: FindIndexNoAccess,
+			Detail: fmt.Sprintf("%v; the server cannot start on it, and --repair does not rebuild an index that is not damaged", a.IndexErr)})
+	case a.IndexErr != nil:
 		rep.Findings = append(rep.Findings, Finding{Kind: FindIndexUnusable,
 			Detail: fmt.Sprintf("%v: a server start or --repair rebuilds it from the store", a.IndexErr)})
 	}

@@ -298,6 +298,11 @@ func (b *windowBuilder) choose(ctx context.Context) (*ContextResult, error) {
 	if b.inToolLoop() {
 		return b.buildLoop(ctx)
 	}
+	if b.promptStored && len(b.units) > 0 {
+		if res, ok, err := b.buildChat(ctx); err != nil || ok {
+			return res, err
+		}
+	}
 	rest := b.avail
 	b.takeRecent()
 	// With nothing cold to recover and a window that fits whole, there is

@@ -309,7 +309,7 @@ func (b *windowBuilder) searchOlder(ctx context.Context, term string, shown map[
 	if err != nil {
 		return nil, err
 	}
-	msgs = slices.DeleteFunc(msgs, func(m *Message) bool { return m.IsSuperseded() || m.IsVersion() || m.IsSummary() })
+	msgs = slices.DeleteFunc(b.s.unexpired(msgs), func(m *Message) bool { return m.IsSuperseded() || m.IsVersion() || m.IsSummary() })
 	sort.SliceStable(msgs, func(i, j int) bool { return msgs[i].Seq > msgs[j].Seq })
 	return msgs, nil
 }

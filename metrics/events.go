@@ -15,6 +15,7 @@ const (
 	streamRecoveries    = "recoveries"     // one event per recovered message; answer_only: sent, left cold
 	streamPurges        = "purges"         // one event per purged message
 	streamContextHealth = "context-health" // pct_used after each write
+	streamPromptCache   = "prompt-cache"   // input_tokens, cache_read_tokens, cache_write_tokens of a gateway answer
 )
 
 type eventMetrics struct {
@@ -27,6 +28,7 @@ type eventMetrics struct {
 	answerOnly  prometheus.Counter
 	purged      prometheus.Counter
 	usage       prometheus.Histogram
+	cache       *promptCache
 }
 
 func newEventMetrics(reg prometheus.Registerer) eventMetrics {
@@ -49,6 +51,7 @@ func newEventMetrics(reg prometheus.Registerer) eventMetrics {
 			Buckets: []float64{.1, .2, .3, .4, .5, .6, .7, .8, .85, .9, .95, 1}}),
 	}
 	reg.MustRegister(ev.compactions, ev.freed, ev.dropped, ev.summarized, ev.summaries, ev.recovered, ev.answerOnly, ev.purged, ev.usage)
+	ev.cache = newPromptCache(reg)
 	// Known label values start at 0, so a rate over them exists before the
 	// first compaction.
 	for _, t := range []string{memory.TriggerAuto, memory.TriggerHardLimit, memory.TriggerManual} {
@@ -108,6 +111,8 @@ func (m *eventMetrics) observe(stream string, ev map[string]any) {
 		if pct, ok := number(ev["pct_used"]); ok {
 			m.usage.Observe(pct)
 		}
+	case streamPromptCache:
+		m.cache.observe(ev)
 	}
 }
 

@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"encoding/base64"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -11,27 +10,26 @@ import (
 	"github.com/ctxd/ctxd/memory"
 )
 
-// The key lives in a session cookie: no Expires, so the browser forgets
-// it when it closes; HttpOnly, so no script (ours or an injected one) can
-// read it; SameSite=Lax and Path=/ui/, so it goes with our pages and with
-// a link someone followed to one, and with no other site's POST (which
-// CrossOriginProtection refuses besides). A cookie rather than a header
-// set by script lets every page be a plain link that can be bookmarked
-// and shared.
+// A login lives in a session cookie holding its token (see logins): no
+// Expires, so the browser forgets it when it closes; HttpOnly, so no script
+// (ours or an injected one) can read it; SameSite=Lax and Path=/ui/, so it
+// goes with our pages and with a link someone followed to one, and with no
+// other site's POST (which CrossOriginProtection refuses besides). A
+// cookie rather than a header set by script lets every page be a plain
+// link that can be bookmarked and shared.
 const (
-	keyCookie    = "ctxd_key"
+	loginCookie  = "ctxd_login"
 	tenantCookie = "ctxd_tenant" // the tenant an admin key acts as
 )
 
-// Clients other than a browser may send the key as the API takes it.
-func requestKey(r *http.Request) string {
+// requestKey is the key of the request's login; clients other than a
+// browser may send the key as the API takes it.
+func (h *Handler) requestKey(r *http.Request) string {
 	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		return strings.TrimSpace(token)
 	}
-	if c, err := r.Cookie(keyCookie); err == nil {
-		if b, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil {
-			return string(b)
-		}
+	if c, err := r.Cookie(loginCookie); err == nil {
+		return h.logins.key(c.Value)
 	}
 	return ""
 }
@@ -56,7 +54,7 @@ func (h *Handler) admit(r *http.Request) (*http.Request, error) {
 	c := Caller{Tenant: memory.DefaultTenant}
 	if h.opts.Admit != nil {
 		var err error
-		if c, err = h.opts.Admit(r, requestKey(r), requestTenant(r)); err != nil {
+		if c, err = h.opts.Admit(r, h.requestKey(r), requestTenant(r)); err != nil {
 			return nil, err
 		}
 	}
@@ -155,8 +153,12 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.renderLogin(w, status, loginView{Next: next, Error: memory.ErrorMessage(err)})
 		return
 	}
-	// Encoded: a key may hold bytes a cookie value may not (space, ';').
-	setCookie(w, r, keyCookie, base64.RawURLEncoding.EncodeToString([]byte(key)))
+	token, err := h.logins.open(key)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	setCookie(w, r, loginCookie, token)
 	clearCookie(w, r, tenantCookie)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -165,7 +167,10 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 	if !h.limitLoginBody(w, r) {
 		return
 	}
-	clearCookie(w, r, keyCookie)
+	if c, err := r.Cookie(loginCookie); err == nil {
+		h.logins.close(c.Value) // the cookie is worth nothing from now, kept or not
+	}
+	clearCookie(w, r, loginCookie)
 	clearCookie(w, r, tenantCookie)
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
@@ -181,7 +186,7 @@ func (h *Handler) pickTenant(w http.ResponseWriter, r *http.Request) {
 		clearCookie(w, r, tenantCookie)
 	} else {
 		// Admit checks the name before the cookie is kept.
-		if _, err := h.opts.Admit(r, requestKey(r), tenant); err != nil {
+		if _, err := h.opts.Admit(r, h.requestKey(r), tenant); err != nil {
 			h.fail(w, r, err)
 			return
 		}

@@ -113,12 +113,20 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`table.sessions`)),
 		shot("1-sessions.png"),
 	)
+	// The prompt cache the gateway measured (seedDemo's two calls), over
+	// all sessions and beside the session's gauge.
+	if sum := value("cache total", chromedp.Text(css(`.cachesum`))); !strings.Contains(sum, "80.0% of 10,000 input tokens read") {
+		t.Fatalf("sessions page prompt cache line %q", sum)
+	}
 	step("open the session",
 		chromedp.Click(css(`a[href="/ui/sessions/`+demoSession+`"]`)),
 		chromedp.WaitVisible(css(`svg.chart`)),
 	)
 	if url := value("location", chromedp.Location()); url != base+"/ui/sessions/"+demoSession {
 		t.Fatalf("session page at %s", url)
+	}
+	if c := value("session cache", chromedp.Text(css(`.headgauge .cache`))); !strings.Contains(c, "80.0% hit") {
+		t.Fatalf("session head prompt cache %q", c)
 	}
 	step("build the window for a prompt",
 		chromedp.SendKeys(css(`textarea[name="prompt"]`), "what is the zebrafish password manager vault on?"),
@@ -204,6 +212,14 @@ func seedDemo(t *testing.T, h *memorytest.Harness, ctx context.Context) {
 			if _, err := h.Append(ctx, id, userMsgs(fmt.Sprintf("%s: step %d of the plan, with notes on %s", id, j, topics[j%len(topics)]))); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+	// Two gateway calls as a provider reports them: the second reads
+	// 8,000 of its 9,000 tokens from the cache.
+	g := memory.NewGateway(h.Service)
+	for _, u := range []memory.PromptUsage{{Input: 1000}, {Input: 9000, CacheRead: 8000}} {
+		if err := g.RecordUsage(ctx, demoSession, u); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := h.Wait(ctx); err != nil {

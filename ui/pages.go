@@ -38,6 +38,9 @@ type sessionsView struct {
 	Cursor   string
 	Sorts    []string
 	AllState []string
+	// Cache is the prompt cache over all the caller's sessions (nil when
+	// no gateway answer reported its usage).
+	Cache *memory.PromptCache
 }
 
 // SortLink is the listing sorted by col: descending first for figures
@@ -131,6 +134,10 @@ func (h *Handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if v.Cache, err = h.svc.PromptCacheTotal(r.Context()); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	h.render(w, http.StatusOK, "sessions", h.newPage(r, "Sessions", "sessions", v))
 }
 
@@ -197,6 +204,7 @@ type listView struct {
 	Messages []*memory.Message
 	Next     string
 	State    string   // messages page: the state filter
+	Order    string   // cold page: "oldest", or "" for newest first
 	States   []string // the filter's choices
 	Back     string   // this page's URL, for the recover button to return to
 }
@@ -207,13 +215,20 @@ func (v listView) NextLink(base string) string {
 	if v.State != "" {
 		q.Set("state", v.State)
 	}
+	if v.Order != "" {
+		q.Set("order", v.Order)
+	}
 	q.Set("cursor", v.Next)
 	return base + "?" + q.Encode()
 }
 
 func (h *Handler) coldPage(w http.ResponseWriter, r *http.Request) {
 	h.listPage(w, r, "cold", func(st *memory.Status, limit int) ([]*memory.Message, string, error) {
-		return h.svc.ListCold(r.Context(), st.ID, r.URL.Query().Get("cursor"), limit)
+		oldest, err := memory.ParseOrder(r.URL.Query().Get("order"))
+		if err != nil {
+			return nil, "", err
+		}
+		return h.svc.ListCold(r.Context(), st.ID, r.URL.Query().Get("cursor"), limit, oldest)
 	})
 }
 
@@ -240,7 +255,7 @@ func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, name string, 
 		h.fail(w, r, err)
 		return
 	}
-	v := listView{State: r.URL.Query().Get("state"), Back: r.URL.RequestURI(),
+	v := listView{State: r.URL.Query().Get("state"), Order: r.URL.Query().Get("order"), Back: r.URL.RequestURI(),
 		States: []string{"", string(memory.StateActive), string(memory.StateRecovered), string(memory.StateSummarized), string(memory.StateDropped)}}
 	if v.Messages, v.Next, err = list(st, limit); err != nil {
 		h.fail(w, r, err)

@@ -40,6 +40,7 @@ func parseTemplates() map[string]*template.Template {
 var funcs = template.FuncMap{
 	"num":       numfmt.Thousands,
 	"pct":       func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
+	"pct100":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "%" }, // a figure in percent already
 	"score":     func(f float64) string { return strconv.FormatFloat(f, 'f', 3, 64) },
 	"score2":    func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
 	"ts":        func(t time.Time) string { return formatTime(t) },

@@ -64,6 +64,7 @@ type Handler struct {
 	// styleHash is the CSP hash of the stylesheet inlined in the login
 	// page, the one page served before a key is given.
 	styleHash string
+	logins    *logins
 }
 
 //go:embed static
@@ -89,7 +90,8 @@ func New(svc *memory.Service, opts Options) *Handler {
 		opts.Now = time.Now
 	}
 	sum := sha256.Sum256([]byte(stylesheet))
-	h := &Handler{svc: svc, opts: opts, mux: http.NewServeMux(), styleHash: "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"}
+	h := &Handler{svc: svc, opts: opts, mux: http.NewServeMux(), styleHash: "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'",
+		logins: newLogins(opts.Now)}
 	m := h.mux
 	m.HandleFunc("GET /ui/login", h.loginPage)
 	m.HandleFunc("POST /ui/login", h.login)

@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"html"
 	"io"
@@ -91,7 +92,7 @@ func (e *env) serve(req *http.Request) resp {
 
 func (e *env) coldID(t *testing.T, ctx context.Context, session string) string {
 	t.Helper()
-	cold, _, err := e.h.ListCold(ctx, session, "", 1)
+	cold, _, err := e.h.ListCold(ctx, session, "", 1, false)
 	if err != nil || len(cold) == 0 {
 		t.Fatalf("no cold message in %s: %v", session, err)
 	}
@@ -128,6 +129,9 @@ func TestPages(t *testing.T) {
 		{"EINVALID session id", "GET", "/ui/sessions/.hidden", nil, 400, []string{"invalid_request"}},
 		{"EINVALID sort", "GET", "/ui/?sort=colour", nil, 400, []string{"sort: &#34;colour&#34;"}},
 		{"EINVALID cursor", "GET", "/ui/sessions/s/cold?cursor=zz", nil, 400, []string{"cursor"}},
+		{"cold newest first", "GET", "/ui/sessions/s/cold", nil, 200, []string{"newest first (", `href="/ui/sessions/s/cold?order=oldest"`}},
+		{"cold oldest first", "GET", "/ui/sessions/s/cold?order=oldest", nil, 200, []string{"oldest first (", `href="/ui/sessions/s/cold">newest first`}},
+		{"EINVALID order", "GET", "/ui/sessions/s/cold?order=zz", nil, 400, []string{"order"}},
 		{"EINVALID limit", "GET", "/ui/sessions/s/messages?limit=100000", nil, 400, []string{"limit"}},
 		{"EINVALID state", "GET", "/ui/sessions/s/messages?state=asleep", nil, 400, []string{"state"}},
 		{"EINVALID max tokens", "POST", "/ui/sessions/s/window", url.Values{"max_tokens": {"lots"}}, 400, []string{"max_tokens"}},
@@ -224,7 +228,10 @@ func TestNothingWithoutAKey(t *testing.T) {
 	}
 }
 
-func TestLoginKeepsTheKeyInASessionCookie(t *testing.T) {
+// A login is a server-side token in a session cookie: the cookie never
+// holds the key (in any encoding), and logging out revokes the token, so
+// a copy of the cookie kept after logout opens nothing.
+func TestLoginKeepsATokenInASessionCookie(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	login := func(key, next string) resp {
@@ -236,15 +243,15 @@ func TestLoginKeepsTheKeyInASessionCookie(t *testing.T) {
 	}
 	var cookie *http.Cookie
 	for _, c := range (&http.Response{Header: r.header}).Cookies() {
-		if c.Name == "ctxd_key" && c.Value != "" {
+		if c.Name == "ctxd_login" && c.Value != "" {
 			cookie = c
 		}
 	}
 	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode || cookie.Path != "/ui/" || cookie.MaxAge != 0 || !cookie.Expires.IsZero() {
 		t.Fatalf("key cookie %+v: want HttpOnly, SameSite=Lax, Path=/ui/, no expiry", cookie)
 	}
-	if strings.Contains(cookie.Value, keyA) {
-		t.Fatal("the cookie holds the key as typed: a key with a ';' would not survive")
+	if strings.Contains(cookie.Value, keyA) || strings.Contains(cookie.Value, base64.RawURLEncoding.EncodeToString([]byte(keyA))) {
+		t.Fatalf("the cookie %q holds the key", cookie.Value)
 	}
 	req := httptest.NewRequest("GET", "/ui/sessions/s", nil)
 	req.AddCookie(cookie)
@@ -285,9 +292,25 @@ func TestLoginKeepsTheKeyInASessionCookie(t *testing.T) {
 	if m, err := e.h.Message(tenant("a"), cold); err != nil || m.InWindow() {
 		t.Fatalf("after a cross-site recover the message is %v (%v)", m.State, err)
 	}
-	r = e.do(t, "POST", "/ui/logout", "", url.Values{})
-	if r.status != http.StatusSeeOther || !strings.Contains(strings.Join(r.header.Values("Set-Cookie"), "\n"), "ctxd_key=; Path=/ui/; Max-Age=0") {
+	req = httptest.NewRequest("POST", "/ui/logout", strings.NewReader(""))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(cookie)
+	r = e.serve(req)
+	if r.status != http.StatusSeeOther || !strings.Contains(strings.Join(r.header.Values("Set-Cookie"), "\n"), "ctxd_login=; Path=/ui/; Max-Age=0") {
 		t.Fatalf("logout: %d %v", r.status, r.header.Values("Set-Cookie"))
+	}
+	// The browser forgets the cookie; a copy of it is refused.
+	req = httptest.NewRequest("GET", "/ui/sessions/s", nil)
+	req.AddCookie(cookie)
+	if got := e.serve(req); got.status != http.StatusSeeOther || !strings.HasPrefix(got.header.Get("Location"), "/ui/login") {
+		t.Fatalf("session page with the cookie after logout: %d to %q, want the login page", got.status, got.header.Get("Location"))
+	}
+	// A cookie made up from the key, as the dashboard once set it, opens nothing.
+	req = httptest.NewRequest("GET", "/ui/sessions/s", nil)
+	req.AddCookie(&http.Cookie{Name: "ctxd_login", Value: base64.RawURLEncoding.EncodeToString([]byte(keyA))})
+	req.AddCookie(&http.Cookie{Name: "ctxd_key", Value: base64.RawURLEncoding.EncodeToString([]byte(keyA))})
+	if got := e.serve(req); got.status != http.StatusSeeOther {
+		t.Fatalf("session page with the key as cookie: %d, want the login page", got.status)
 	}
 }
 

@@ -71,6 +71,9 @@ const (
 
 var benchOps = []string{benchOpSearchAll, benchOpSearchSession, benchOpContext, benchOpWrite}
 
+// benchOpAll is the report's line for all of the mix's operations together.
+const benchOpAll = "all"
+
 const (
 	benchIngestWindow = 1_000_000 // context_window of ingest sessions unless --compact
 	benchMaxErrors    = 50        // a phase stops after this many errors
@@ -980,6 +983,8 @@ func (r *benchRun) mixed(ctx context.Context) error {
 	m := &benchMixed{Seconds: math.Round(elapsed.Seconds()*1000) / 1000, Clients: o.Clients, Ops: map[string]benchLat{},
 		Queries: len(queries), Prompts: len(prompts)}
 	count := 0
+	var allLat []time.Duration
+	allErrs := 0
 	for _, op := range ops {
 		var lat []time.Duration
 		errs := 0
@@ -989,7 +994,10 @@ func (r *benchRun) mixed(ctx context.Context) error {
 		}
 		m.Ops[op] = benchLatStats(lat, errs, elapsed)
 		count += len(lat)
+		allLat, allErrs = append(allLat, lat...), allErrs+errs
 	}
+	// every operation together: the figure a client of the mix sees
+	m.Ops[benchOpAll] = benchLatStats(allLat, allErrs, elapsed)
 	for i := range results {
 		m.EmptySearches += results[i].empty
 	}

@@ -74,7 +74,7 @@ func (r *benchReport) writeText(w io.Writer) error {
 			fmt.Fprintf(&b, "; server CPU %.2fs, %.2f ms per operation%s", m.CPUSeconds, m.CPUMsPerOp, r.cpuNote())
 		}
 		fmt.Fprintf(&b, "\n  %-15s %8s %8s %9s %9s %9s %9s %7s\n", "op", "count", "ops/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "errors")
-		for _, op := range benchOps {
+		for _, op := range append(benchOps[:len(benchOps):len(benchOps)], benchOpAll) {
 			l, ok := m.Ops[op]
 			if !ok {
 				continue

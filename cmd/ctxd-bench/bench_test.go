@@ -80,7 +80,7 @@ func TestBenchSmallRun(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 		t.Fatalf("JSON report does not parse: %v", err)
 	}
-	if ops, _ := back["mixed"].(map[string]any)["ops"].(map[string]any); len(ops) != len(benchOps) {
+	if ops, _ := back["mixed"].(map[string]any)["ops"].(map[string]any); len(ops) != len(benchOps)+1 || ops[benchOpAll] == nil { // and "all"
 		t.Errorf("JSON report ops: %v", back["mixed"])
 	}
 }

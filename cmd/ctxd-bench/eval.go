@@ -36,12 +36,19 @@ type evalOptions struct {
 	Server          string // empty: an in-process server on loopback
 	Mode            string
 	SkipAdversarial bool
+	// Neighbors is the searches' "neighbors" (the turn after each of the
+	// first N hits); -1 leaves it to the server.
+	Neighbors int
 
 	// Evidence in window (eval_context.go); off unless Context is set.
 	Context      bool
 	Window       int // context_window of the ctx- sessions
 	Budget       int // max_tokens of each context call and of the baselines
 	ContextBatch int // turns per write to the ctx- sessions
+	// StoredPrompt stores each question as the ctx- session's newest user
+	// message before its context call, and deletes it after: the window
+	// a chat client gets for the message it just stored.
+	StoredPrompt bool
 }
 
 const (
@@ -138,16 +145,20 @@ func newEvalCmd() *cobra.Command {
 	f.StringVarP(&ks, "k", "k", "5,10,20", "cut-offs to score, comma-separated; the search asks for the largest (at most 100)")
 	f.StringVar(&o.Server, "server", "", "base URL of a running ctxd (e.g. http://127.0.0.1:8080); empty: start one in-process")
 	f.StringVar(&o.Mode, "mode", "hybrid", "search mode: hybrid, text or vector")
+	f.IntVar(&o.Neighbors, "neighbors", -1, "the searches' neighbors: the turn after each of the first N hits comes along (-1: the server's default)")
 	f.BoolVar(&asJSON, "json", false, "print the numbers as JSON instead of tables")
 	f.BoolVar(&o.SkipAdversarial, "skip-adversarial", true, "skip adversarial (unanswerable) questions, as score.py does by default")
 	f.BoolVar(&noContext, "no-context", false, "skip the evidence-in-window part (ctx- sessions, context endpoint, baselines)")
 	f.BoolVar(&misses, "misses", false, "list on stderr each question whose evidence ctxd's window missed, beside what the baselines found")
 	f.IntVar(&o.Window, "window", 4096, "context_window of the ctx- sessions, in tokens (with --agent: of each run's session; default 16000 there)")
 	f.IntVar(&o.Budget, "budget", 2048, "max_tokens of each context call, and the budget of the baselines (with --agent: default 12000)")
+	f.BoolVar(&o.StoredPrompt, "stored-prompt", false, "store each question as the ctx- session's newest user message before its context call (deleted after), as a chat client stores its user's message: the window is then the conversation's cache-stable one")
 	f.IntVar(&o.ContextBatch, "context-batch", 2, "turns per write to the ctx- sessions (auto-compaction runs on writes)")
 	f.StringVar(&ao.Runs, "agent", "", "replay the recorded agent runs of this JSONL file instead (see above); --turns and --questions do not apply")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client and in-process server) to this file, for go tool pprof")
 	f.BoolVar(&ao.Gateway, "gateway", false, "with --agent: replay through the drop-in gateway (POST /v1/chat/completions, the whole history on every call, go-openai as the client) to a model in this process that answers with the recorded turns; figures on what the model was sent")
+	f.StringVar(&ao.GatewayAPI, "gateway-api", "", "with --gateway: the API the agent calls, openai (Chat Completions through go-openai, the default) or anthropic (Messages through anthropic-sdk-go, with breakpoints after the system prompt and on the newest message, as Claude Code places them); the model reports its prompt cache by that provider's rules")
+	f.BoolVar(&ao.Chat, "chat", false, "with --agent: the file is LoCoMo-style turns (turns.jsonl), each conversation replayed as a chat: the first speaker the user, the other the assistant, a context call before each assistant turn (cached prefix and cost of conversation windows)")
 	f.IntVar(&ao.Limit, "limit", 0, "with --agent: replay only the first N runs (0: all)")
 	f.IntVar(&ao.Probes, "probes", 0, "with --agent: interrupt each run N times, late in it, with a question about a name or number of a tool output more than 30 messages back, and report prompted_recall_pct (probes add messages: the other figures then differ from a plain run)")
 	f.StringVar(&ao.Ctxd, "ctxd", defaultCtxd, "with --agent: the ctxd binary whose `serve` the replay runs as a child process (unless --server); \"\": serve in this process")
@@ -159,7 +170,7 @@ func newEvalCmd() *cobra.Command {
 // defaultCtxd is where `make build` puts the ctxd binary.
 const defaultCtxd = "bin/ctxd"
 
-var evalLoCoMoFlags = []string{"turns", "questions", "k", "mode", "skip-adversarial", "no-context", "misses", "context-batch"}
+var evalLoCoMoFlags = []string{"turns", "questions", "k", "mode", "skip-adversarial", "no-context", "misses", "context-batch", "stored-prompt"}
 
 // checkEvalFlags requires the LoCoMo eval's files (cobra's required flags
 // cannot, since --agent needs none of them) and refuses the agent flags.
@@ -174,7 +185,7 @@ func checkEvalFlags(fs *pflag.FlagSet) error {
 		// cobra's own wording, which the exit code recognises as a usage error
 		return fmt.Errorf(`required flag(s) "%s" not set`, strings.Join(missing, `", "`))
 	}
-	for _, name := range []string{"limit", "policy", "ctxd", "gateway"} {
+	for _, name := range []string{"limit", "policy", "ctxd", "gateway", "gateway-api", "chat"} {
 		if fs.Changed(name) {
 			return usageErrorf("--%s: only with --agent", name)
 		}
@@ -531,7 +542,7 @@ func runEval(ctx context.Context, o evalOptions) (_ *evalReport, err error) {
 			continue
 		}
 		q := &questions[i]
-		ids, took, err := searchTurns(ctx, cl, byConv[q.ConvID].SessionID, q.Question, maxK, o.Mode)
+		ids, took, err := searchTurns(ctx, cl, byConv[q.ConvID].SessionID, q.Question, maxK, o.Mode, o.Neighbors)
 		if err != nil {
 			return nil, fmt.Errorf("question %s: %w", q.QID, err)
 		}
@@ -637,9 +648,13 @@ func turnIDOf(md map[string]any) string {
 
 // searchTurns asks one question and maps the hits to turn ids, best first,
 // each once.
-func searchTurns(ctx context.Context, cl *evalClient, session, question string, k int, mode string) ([]string, time.Duration, error) {
+func searchTurns(ctx context.Context, cl *evalClient, session, question string, k int, mode string, neighbors int) ([]string, time.Duration, error) {
+	in := api.SearchIn{Query: question, SessionID: session, K: k, Mode: mode}
+	if neighbors >= 0 {
+		in.Neighbors = &neighbors
+	}
 	t0 := time.Now()
-	results, err := cl.Search(ctx, api.SearchIn{Query: question, SessionID: session, K: k, Mode: mode})
+	results, err := cl.Search(ctx, in)
 	took := time.Since(t0)
 	if err != nil {
 		return nil, took, fmt.Errorf("search: %w", err)

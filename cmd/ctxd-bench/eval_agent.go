@@ -43,11 +43,16 @@ type agentOptions struct {
 	// growth was 2.0 where the script measured 1.4). Empty: serve in this
 	// process (tests).
 	Ctxd string
-	// Gateway replays through the drop-in gateway instead (eval_gateway.go).
-	Gateway bool
+	// Gateway replays through the drop-in gateway instead (eval_gateway.go),
+	// in the API GatewayAPI names (gatewayOpenAI when empty).
+	Gateway    bool
+	GatewayAPI string
 	// Probes is how many questions about old tool outputs interrupt each
 	// run (eval_agent_cache.go); 0: none.
 	Probes int
+	// Chat: Runs is a LoCoMo-style turns file, each conversation replayed
+	// as a chat (eval_chat.go).
+	Chat bool
 }
 
 const (
@@ -70,6 +75,10 @@ func (o *agentOptions) check() error {
 		return usageErrorf("--limit: %d is negative (0 replays every run)", o.Limit)
 	case o.Probes < 0 || o.Probes > 100:
 		return usageErrorf("--probes: %d is outside 0..100", o.Probes)
+	case o.GatewayAPI != "" && o.GatewayAPI != gatewayOpenAI && o.GatewayAPI != gatewayAnthropic:
+		return usageErrorf("--gateway-api: %q is not openai or anthropic", o.GatewayAPI)
+	case o.GatewayAPI != "" && !o.Gateway:
+		return usageErrorf("--gateway-api: only with --gateway")
 	case o.Probes > 0 && o.Gateway:
 		return usageErrorf("--probes: not through the gateway (its model answers with the recorded turns only)")
 	}
@@ -252,6 +261,7 @@ type agentReport struct {
 	// through the gateway: the prompt cache the model reported, and what
 	// the sessions' status measured of it, in % of prompt tokens
 	CachedPrefixPct, SessionCacheHitPct float64
+	CacheWritePct                       float64 // Anthropic's cache writes
 }
 
 // runAgentEval replays the runs against the server and sums the figures.
@@ -259,7 +269,11 @@ func runAgentEval(ctx context.Context, o agentOptions) (_ *agentReport, err erro
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	runs, err := loadAgentRuns(o.Runs, o.Limit)
+	load := loadAgentRuns
+	if o.Chat {
+		load = loadChatRuns
+	}
+	runs, err := load(o.Runs, o.Limit)
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,7 @@ func (o *evalOptions) checkContext() error {
 // ctxReport is what the evidence-in-window part measured.
 type ctxReport struct {
 	Window, Budget, Batch int
+	StoredPrompt          bool
 	Convs                 []*ctxConvStats
 	Questions             []ctxQuestion // asked, in file order
 	Cats                  []string
@@ -131,7 +132,7 @@ func runContextEval(ctx context.Context, cl *evalClient, o evalOptions, convs []
 		return nil, err
 	}
 	counter := ctxCounter{tok}
-	r := &ctxReport{Window: o.Window, Budget: o.Budget, Batch: o.ContextBatch, Counts: map[string]int{},
+	r := &ctxReport{Window: o.Window, Budget: o.Budget, Batch: o.ContextBatch, StoredPrompt: o.StoredPrompt, Counts: map[string]int{},
 		Sums: map[string]*[ctxMethods]float64{}, Sources: map[string]int{}, Composition: map[string]int{}}
 	// The BM25 rankings first, while the index holds the recall sessions
 	// but not yet the ctx- sessions, whose turns and growing summaries
@@ -324,7 +325,7 @@ func (r *ctxReport) reachable(ctx context.Context, cl *evalClient, c *ctxConv, e
 }
 
 // ask sends one question to the context endpoint and packs the baselines.
-func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter, c *ctxConv, q *evalQuestion, ranked []string) (ctxQuestion, error) {
+func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter, c *ctxConv, q *evalQuestion, ranked []string) (_ ctxQuestion, err error) {
 	res := ctxQuestion{QID: string(q.QID), Category: q.categoryKey(), Source: map[string]string{}}
 	gold := map[string]bool{}
 	for _, e := range q.Evidence {
@@ -333,6 +334,17 @@ func (r *ctxReport) ask(ctx context.Context, cl *evalClient, counter ctxCounter,
 	res.Evidence = len(gold)
 
 	// ctxd.
+	if r.StoredPrompt {
+		out, err := cl.Append(ctx, c.CtxSessionID, []api.MessageIn{{Role: string(memory.RoleUser), Content: q.Question}})
+		if err != nil {
+			return res, fmt.Errorf("store the question: %w", err)
+		}
+		defer func() {
+			if derr := cl.DeleteMessage(ctx, out.IDs[0], false); derr != nil && err == nil {
+				err = fmt.Errorf("delete the stored question: %w", derr)
+			}
+		}()
+	}
 	t0 := time.Now()
 	ans, err := cl.Context(ctx, c.CtxSessionID, api.ContextIn{Prompt: q.Question, MaxTokens: &r.Budget})
 	res.Latency = time.Since(t0)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/internal/fakemodel"
 	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/metrics"
@@ -49,10 +50,13 @@ type gatewayModel struct {
 	fault      error                          // a request it could not read
 	// prev is the last conversation request's messages: the next one's
 	// cached prefix is what it repeats of them, as OpenAI counts it.
-	prev                 []openai.ChatCompletionMessage
-	promptSum, cachedSum int // reported prompt and cached tokens, summed
+	prev []openai.ChatCompletionMessage
+	// prevBlocks is the same of an Anthropic request, block by block.
+	prevBlocks []anthropicBlock
+	// reported prompt, cached and cache-written tokens, summed
+	promptSum, cachedSum, writeSum int
 	// what the sessions' status measured of the same (prompt_cache)
-	sessionInput, sessionCached int
+	sessionInput, sessionCached, sessionWrite int
 }
 
 // openaiCachedPrefix is what OpenAI's prompt cache would serve of msgs after
@@ -64,10 +68,10 @@ func openaiCachedPrefix(tok memory.Tokenizer, prev, msgs []openai.ChatCompletion
 		n++
 	}
 	tokens, err := gatewayPromptTokens(tok, msgs[:n])
-	if err != nil || tokens < 1024 {
+	if err != nil {
 		return 0
 	}
-	return tokens / 128 * 128
+	return fakemodel.OpenAICached(tokens)
 }
 
 func startGatewayModel(tok memory.Tokenizer) (*gatewayModel, error) {
@@ -88,6 +92,10 @@ func (m *gatewayModel) serve(w http.ResponseWriter, r *http.Request) {
 		m.busy += time.Since(start)
 		m.mu.Unlock()
 	}()
+	if strings.HasSuffix(r.URL.Path, "/v1/messages") {
+		m.serveAnthropic(w, r)
+		return
+	}
 	var req openai.ChatCompletionRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		m.mu.Lock()
@@ -166,6 +174,23 @@ func gatewayPromptTokens(tok memory.Tokenizer, msgs []openai.ChatCompletionMessa
 	return n, nil
 }
 
+// gatewaySend sends the model call of an agent whose history is msgs,
+// asking maxTokens for the answer.
+type gatewaySend func(ctx context.Context, msgs []openai.ChatCompletionMessage, maxTokens int) error
+
+// openaiSender calls through go-openai, as an OpenAI agent does.
+func openaiSender(cl *evalClient, hc *http.Client) gatewaySend {
+	cfg := openai.DefaultConfig("sk-eval")
+	cfg.BaseURL = strings.TrimRight(cl.BaseURL(), "/") + "/v1"
+	cfg.HTTPClient = hc
+	client := openai.NewClientWithConfig(cfg)
+	return func(ctx context.Context, msgs []openai.ChatCompletionMessage, maxTokens int) error {
+		_, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "gpt-4o",
+			Messages: msgs, MaxCompletionTokens: maxTokens})
+		return err
+	}
+}
+
 // headerTransport sends the gateway's session and window headers on every
 // request, as an agent configured with them would.
 type headerTransport struct {
@@ -192,10 +217,13 @@ func runGatewayEval(ctx context.Context, o agentOptions, runs []agentRun) (_ *ag
 	// The replay's own calls (session status) keep their connections:
 	// the figures time the model calls, on their own client.
 	var cl *evalClient
+	anthropicURL := strings.TrimSuffix(model.url, "/v1") // as the Anthropic SDK takes it
 	if o.Ctxd != "" {
-		cl, err = connectEvalProcess(ctx, o.Ctxd, nil, "--upstream-openai-url", model.url)
+		cl, err = connectEvalProcess(ctx, o.Ctxd, nil, "--upstream-openai-url", model.url, "--upstream-anthropic-url", anthropicURL)
 	} else {
-		cl, err = connectEval(ctx, "", nil, func(c *server.Config) { c.UpstreamOpenAIURL = model.url })
+		cl, err = connectEval(ctx, "", nil, func(c *server.Config) {
+			c.UpstreamOpenAIURL, c.UpstreamAnthropicURL = model.url, anthropicURL
+		})
 	}
 	if err != nil {
 		return nil, err
@@ -214,6 +242,13 @@ func runGatewayEval(ctx context.Context, o agentOptions, runs []agentRun) (_ *ag
 	rep.FlushTurns = model.flushTurns
 	rep.CachedPrefixPct = pctOf(model.cachedSum, model.promptSum)
 	rep.SessionCacheHitPct = pctOf(model.sessionCached, model.sessionInput)
+	rep.CacheWritePct = pctOf(model.writeSum, model.promptSum)
+	// The check: what the sessions measured from the model's reports is
+	// what the model reported, token for token.
+	if model.sessionInput != model.promptSum || model.sessionCached != model.cachedSum || model.sessionWrite != model.writeSum {
+		return nil, fmt.Errorf("gateway eval: the sessions' prompt_cache (input %d, read %d, written %d) is not what the model reported (%d, %d, %d)",
+			model.sessionInput, model.sessionCached, model.sessionWrite, model.promptSum, model.cachedSum, model.writeSum)
+	}
 	if cl.srv != nil {
 		if rep.StoreBytes, err = metrics.DirBytes(cl.srv.dir, 0)(); err != nil {
 			return nil, fmt.Errorf("gateway eval: data dir: %w", err)
@@ -234,15 +269,16 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 	// The model's window is the replay's window; what the agent asks to
 	// keep for the answer leaves the replay's budget for the history.
 	answer := o.Window - o.Budget
-	cfg := openai.DefaultConfig("sk-eval")
-	cfg.BaseURL = strings.TrimRight(cl.BaseURL(), "/") + "/v1"
-	cfg.HTTPClient = &http.Client{Timeout: 5 * time.Minute, Transport: &headerTransport{
+	hc := &http.Client{Timeout: 5 * time.Minute, Transport: &headerTransport{
 		// A new connection per call, as in the replay of the context endpoint.
 		base: &http.Transport{DisableKeepAlives: true},
 		header: http.Header{httpapi.SessionHeader: {sid},
 			httpapi.ContextWindowHeader: {strconv.Itoa(o.Window)}},
 	}}
-	client := openai.NewClientWithConfig(cfg)
+	send := openaiSender(cl, hc)
+	if o.GatewayAPI == gatewayAnthropic {
+		send = anthropicSender(cl, hc)
+	}
 
 	msgs := run.Messages
 	history := make([]openai.ChatCompletionMessage, len(msgs))
@@ -276,8 +312,7 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 		model.next = history[i]
 		model.mu.Unlock()
 		t0 := time.Now()
-		_, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "gpt-4o",
-			Messages: history[:i], MaxCompletionTokens: answer})
+		err := send(ctx, history[:i], answer)
 		rtt := time.Since(t0)
 		got, busy, fault := model.take()
 		if err = errors.Join(err, fault); err != nil {
@@ -339,6 +374,7 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 		model.mu.Lock()
 		model.sessionInput += st.PromptCache.InputTokens
 		model.sessionCached += st.PromptCache.CachedRead
+		model.sessionWrite += st.PromptCache.CacheWrite
 		model.mu.Unlock()
 	}
 	return agentFinishRun(ctx, cl, run, stored, contentBytes, lat, acc)
@@ -363,6 +399,9 @@ func gatewayFigures(r *agentReport, f jsonObject) jsonObject {
 			kv.Key = "gateway_latency_growth_median"
 		}
 		out = append(out, kv)
+	}
+	if r.Options.GatewayAPI == gatewayAnthropic {
+		out = append(out, jsonField{"api", gatewayAnthropic}, jsonField{"model_cache_write_pct", r.CacheWritePct})
 	}
 	return append(out, jsonField{"flush_turns", r.FlushTurns},
 		// what the model reported cached (the longest whole-message prefix

@@ -35,7 +35,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newEvalCmd(), newBenchCmd(), newFiguresCmd(), newSampleCmd())
+	root.AddCommand(newEvalCmd(), newBenchCmd(), newFiguresCmd(), newSampleCmd(), newBalanceCmd())
 	return root
 }
 

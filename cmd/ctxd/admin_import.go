@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/cobra"
@@ -34,6 +37,17 @@ func newImportCmd() *cobra.Command {
 			return err
 		}
 		defer d.Close()
+		stopped := make(chan os.Signal, 1)
+		signal.Notify(stopped, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(stopped)
+		go func() {
+			// A store write is atomic, so stopping here is as safe as a
+			// kill -9; what it must not be is silent.
+			if sig, ok := <-stopped; ok {
+				fmt.Fprintf(cmd.ErrOrStderr(), "ctxd import: stopped by %v part-way: the data dir may hold part of the export, which the server refuses to start on; run `ctxd import %s` again to finish it (no --replace needed)\n", sig, args[0])
+				os.Exit(1)
+			}
+		}()
 		rep, err := d.admin.Import(ctx, f, o)
 		if err != nil {
 			return fmt.Errorf("import %s: %w", args[0], err)

@@ -67,7 +67,7 @@ func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, pro
 	}
 	d.store = st
 	var indexErr error
-	if err := d.openIndex(cfg, use); (readOnly && errors.Is(err, index.ErrCorrupt)) || errors.Is(err, index.ErrMissing) {
+	if err := d.openIndex(cfg, use); (readOnly && (errors.Is(err, index.ErrCorrupt) || errors.Is(err, index.ErrNoAccess))) || errors.Is(err, index.ErrMissing) {
 		indexErr = err // verify reports it
 	} else if err != nil {
 		d.Close()

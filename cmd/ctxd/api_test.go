@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -379,5 +380,32 @@ func TestSearchQueryExpansion(t *testing.T) {
 		if got := snippets(map[string]any{"query": "automobile"}); !slices.Equal(got, plain) {
 			t.Errorf("expansion weight %v, across sessions: snippets %q, want %q", w, got, plain)
 		}
+	}
+}
+
+// Each search result says why it ranks: score_parts has both sides' scores
+// and what its neighbouring turns added.
+func TestSearchScoreParts(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, t.TempDir())
+	ts.mustDo(200, "PUT", "/v1/sessions/p", map[string]any{})
+	ts.store("p", msg("user", "who has the pager this week?"), msg("assistant", "Dana, until Friday."), msg("user", "thanks, and the garden?"))
+	res := ts.mustDo(200, "POST", "/v1/search", map[string]any{"query": "pager this week", "session_id": "p", "k": 2})["results"].([]any)
+	if len(res) != 2 {
+		t.Fatalf("%d results", len(res))
+	}
+	for i, want := range []string{"who has the pager this week?", "Dana, until Friday."} {
+		r := res[i].(map[string]any)
+		parts, _ := r["score_parts"].(map[string]any)
+		if r["content"] != want || parts == nil {
+			t.Fatalf("result %d: %v, want %q with score_parts", i, r, want)
+		}
+		fused := 0.7*parts["text"].(float64) + 0.3*parts["vector"].(float64)
+		if got := r["score"].(float64); math.Abs(got-fused-parts["neighbor"].(float64)) > 1e-9 {
+			t.Errorf("result %d: score %v is not 0.7 text + 0.3 vector + neighbor (%v)", i, got, parts)
+		}
+	}
+	if n := res[1].(map[string]any)["score_parts"].(map[string]any)["neighbor"].(float64); n <= 0 {
+		t.Errorf("the answer after the matched question got nothing from it: %v", n)
 	}
 }

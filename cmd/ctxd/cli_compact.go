@@ -96,6 +96,7 @@ func newColdCmd() *cobra.Command {
 	}
 	var session string
 	var limit int
+	var oldest bool
 	list := &cobra.Command{
 		Use:     "list --session S",
 		Short:   "List a session's cold chunks",
@@ -103,7 +104,8 @@ func newColdCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 	}
 	list.Flags().StringVar(&session, "session", "", "the session (required)")
-	list.Flags().IntVar(&limit, "limit", 100, "at most this many chunks, oldest first (0: all)")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many chunks, newest first (0: all)")
+	list.Flags().BoolVar(&oldest, "oldest", false, "list the oldest first")
 	cold.AddCommand(clientVerb(list, func(v *verb, _ []string) error {
 		if session == "" {
 			return usageErrorf("cold list needs --session S")
@@ -111,7 +113,11 @@ func newColdCmd() *cobra.Command {
 		if limit < 0 {
 			return usageErrorf("--limit %d: want 0 (all) or more", limit)
 		}
-		chunks, err := collect(v.api.Cold(v.ctx, session, pageSize(limit)), limit)
+		order := memory.OrderNewest
+		if oldest {
+			order = memory.OrderOldest
+		}
+		chunks, err := collect(v.api.Cold(v.ctx, session, pageSize(limit), order), limit)
 		if err != nil {
 			return err
 		}

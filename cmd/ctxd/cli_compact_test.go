@@ -32,7 +32,7 @@ func fillToCompact(t *testing.T, ts *testServer, session string) {
 func coldChunks(ts *testServer, session string) []map[string]any {
 	ts.t.Helper()
 	var out []map[string]any
-	for _, c := range ts.mustDo(200, "GET", "/v1/sessions/"+session+"/cold?limit=1000", nil)["chunks"].([]any) {
+	for _, c := range ts.mustDo(200, "GET", "/v1/sessions/"+session+"/cold?limit=1000&order=oldest", nil)["chunks"].([]any) {
 		out = append(out, c.(map[string]any))
 	}
 	return out
@@ -122,9 +122,15 @@ func TestCLICompactColdDropsRecoverLogs(t *testing.T) {
 				t.Errorf("cold list lacks %s", id)
 			}
 		}
+		// newest first, across pages of 2; --oldest the other way
+		n := len(ids)
 		got := decodeJSON(t, ts.cli(t, 0, "cold", "list", "--session", "work", "--limit", "3", "--json").Out)["chunks"].([]any)
+		if len(got) != 3 || got[0].(map[string]any)["id"] != ids[n-1] || got[2].(map[string]any)["id"] != ids[n-3] || got[0].(map[string]any)["drop_reason"] != cold[n-1]["drop_reason"] {
+			t.Fatalf("cold list --limit 3 --json = %v, want the last 3 of %v, newest first", got, ids)
+		}
+		got = decodeJSON(t, ts.cli(t, 0, "cold", "list", "--session", "work", "--limit", "3", "--oldest", "--json").Out)["chunks"].([]any)
 		if len(got) != 3 || got[2].(map[string]any)["id"] != ids[2] || got[0].(map[string]any)["drop_reason"] != cold[0]["drop_reason"] {
-			t.Fatalf("cold list --limit 3 --json = %v, want the first 3 of %v", got, ids)
+			t.Fatalf("cold list --limit 3 --oldest --json = %v, want the first 3 of %v", got, ids)
 		}
 	})
 	t.Run("recover", func(t *testing.T) {

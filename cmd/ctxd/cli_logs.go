@@ -15,26 +15,27 @@ import (
 // logStreams are the event streams `ctxd logs` reads, with the fields its
 // text form shows first (JSONL has every field).
 var logStreams = map[string][]string{
-	"compaction": {"trigger", "tokens_before", "tokens_after", "target", "dropped", "summarized", "summary_method", "took_ms"},
-	"drops":      {"chunk", "reason", "score", "threshold", "tokens", "summary_id"},
-	"recoveries": {"chunk", "score", "tokens", "prompt"},
-	"health":     {"state", "tokens", "limit", "pct_used", "next_compaction_in_tokens"},
-	"purges":     {"chunk", "reason", "tokens", "recoverable_until"},
-	"edits":      {"op", "message", "changed", "tokens_before", "tokens_after", "previous_version"},
+	"compaction":   {"trigger", "tokens_before", "tokens_after", "target", "dropped", "summarized", "summary_method", "took_ms"},
+	"drops":        {"chunk", "reason", "score", "threshold", "tokens", "summary_id"},
+	"recoveries":   {"chunk", "score", "tokens", "prompt"},
+	"health":       {"state", "tokens", "limit", "pct_used", "next_compaction_in_tokens"},
+	"purges":       {"chunk", "reason", "tokens", "recoverable_until"},
+	"edits":        {"op", "message", "changed", "tokens_before", "tokens_after", "previous_version"},
+	"prompt-cache": {"input_tokens", "cache_read_tokens", "cache_write_tokens"},
 }
 
 func newLogsCmd() *cobra.Command {
 	var session string
 	var n int
 	cmd := &cobra.Command{
-		Use:   "logs compaction|drops|recoveries|health|purges|edits",
+		Use:   "logs compaction|drops|recoveries|health|purges|edits|prompt-cache",
 		Short: "Show the last events of a server event stream",
 		Long: "Show the last events of one of the server's event streams, oldest first: compaction, drops, " +
-			"recoveries, health (context health after each write), purges or edits (messages edited or deleted). One line per event; --json " +
+			"recoveries, health (context health after each write), purges, edits (messages edited or deleted) or prompt-cache (the upstream's prompt usage on each gateway answer). One line per event; --json " +
 			"prints them as JSONL.",
 		Example:   "  ctxd logs compaction --session demo -n 5\n  ctxd logs drops --json | jq .score",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"compaction", "drops", "recoveries", "health", "purges", "edits"},
+		ValidArgs: []string{"compaction", "drops", "recoveries", "health", "purges", "edits", "prompt-cache"},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "only this session's events")
 	cmd.Flags().IntVarP(&n, "n", "n", 20, "the last N events (1 to 1000)")

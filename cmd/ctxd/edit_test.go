@@ -56,7 +56,7 @@ func chat(ts *testServer, session string, n int) {
 // the vectors and the cold mirror agree with the store.
 func mustVerify(t *testing.T, dir string) {
 	t.Helper()
-	if out := mustRun(t, "verify", "--data-dir", dir); !strings.Contains(out, "consistent") {
+	if out := mustRun(t, append([]string{"verify", "--data-dir", dir}, storeFlag(dir)...)...); !strings.Contains(out, "consistent") {
 		t.Fatalf("verify: %s", out)
 	}
 }

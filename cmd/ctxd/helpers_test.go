@@ -48,9 +48,16 @@ func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer 
 	for _, f := range mutate {
 		f(&cfg)
 	}
+	pg := postgresFor(t, cfg.DataDir)
+	if pg != "" {
+		cfg.Store = pg
+	}
 	m, err := servertest.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start server: %v", err)
+	}
+	if pg != "" {
+		checkOnPostgres(t, cfg.DataDir)
 	}
 	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir, now: cfg.Clock}
 	t.Cleanup(func() { ts.Stop() })

@@ -327,7 +327,7 @@ func structureCases() []hostileCase {
 		{"search until before since", "POST", "/v1/search", map[string]any{"query": "a", "since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, 400, "invalid_request", "until"},
 		{"search state bogus", "POST", "/v1/search", map[string]any{"query": "a", "states": []any{"bogus"}}, 400, "invalid_request", "state"},
 		{"search whitespace query", "POST", "/v1/search", map[string]any{"query": " \t\n "}, 400, "invalid_request", "query"},
-		{"context prompt over 16 KiB", "POST", "/v1/sessions/s/context", map[string]any{"prompt": strings.Repeat("p", 17<<10)}, 400, "invalid_request", "prompt"},
+		{"context prompt over a message's size", "POST", "/v1/sessions/s/context", map[string]any{"prompt": strings.Repeat("p", 1<<20+1)}, 413, "too_large", "prompt"},
 		{"context max_tokens 0", "POST", "/v1/sessions/s/context", map[string]any{"prompt": "a", "max_tokens": 0}, 400, "invalid_request", "max_tokens"},
 		{"context max_tokens -1", "POST", "/v1/sessions/s/context", map[string]any{"prompt": "a", "max_tokens": -1}, 400, "invalid_request", "max_tokens"},
 		{"context max_tokens 2^31", "POST", "/v1/sessions/s/context", map[string]any{"prompt": "a", "max_tokens": 1 << 31}, 400, "invalid_request", "max_tokens"},

@@ -89,16 +89,19 @@ func (m *Model) readAnthropic(body map[string]json.RawMessage) (*call, string) {
 		CacheControl json.RawMessage `json:"cache_control"`
 	}
 	_ = json.Unmarshal(body["tools"], &tools)
+	toolsBreak := false
 	for _, t := range tools {
 		tl := tool{name: t.Name}
 		_ = json.Unmarshal(t.Schema, &tl.schema)
 		c.tools = append(c.tools, tl)
 		if t.CacheControl != nil {
 			breakpoints++
+			toolsBreak = true
 		}
 	}
 	if len(body["tools"]) > 0 {
 		c.segments = append(c.segments, m.seg(string(body["tools"])))
+		c.segments[len(c.segments)-1].breakpoint = toolsBreak
 	}
 	if sys := body["system"]; len(sys) > 0 {
 		for _, b := range blocks(sys) {
@@ -106,6 +109,7 @@ func (m *Model) readAnthropic(body map[string]json.RawMessage) (*call, string) {
 				breakpoints++
 			}
 			c.segments = append(c.segments, m.seg(b.text()))
+			c.segments[len(c.segments)-1].breakpoint = b.CacheControl != nil
 		}
 	}
 	if msgs[0].Role != "user" {
@@ -136,6 +140,7 @@ func (m *Model) readAnthropic(body map[string]json.RawMessage) (*call, string) {
 				}
 			}
 			c.segments = append(c.segments, m.seg(msg.Role+b.Type+b.text()))
+			c.segments[len(c.segments)-1].breakpoint = b.CacheControl != nil
 		}
 		if msg.Role == "system" {
 			// A mid-conversation system message (which Claude Code sends):
@@ -254,8 +259,8 @@ func (m *Model) anthropic(w http.ResponseWriter, body map[string]json.RawMessage
 	default:
 		content = append(content, map[string]any{"type": "text", "text": o.text})
 	}
-	usage := map[string]any{"input_tokens": o.prompt - o.cached, "cache_read_input_tokens": o.cached,
-		"cache_creation_input_tokens": 0, "output_tokens": o.output}
+	usage := map[string]any{"input_tokens": o.prompt - o.cached - o.written, "cache_read_input_tokens": o.cached,
+		"cache_creation_input_tokens": o.written, "output_tokens": o.output}
 	var model string
 	_ = json.Unmarshal(body["model"], &model)
 	var stream bool
@@ -268,7 +273,7 @@ func (m *Model) anthropic(w http.ResponseWriter, body map[string]json.RawMessage
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
-	start := map[string]any{"input_tokens": usage["input_tokens"], "cache_read_input_tokens": o.cached, "cache_creation_input_tokens": 0, "output_tokens": 1}
+	start := map[string]any{"input_tokens": usage["input_tokens"], "cache_read_input_tokens": o.cached, "cache_creation_input_tokens": o.written, "output_tokens": 1}
 	sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": id, "type": "message",
 		"role": "assistant", "model": model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": start}})
 	for i, b := range content {

@@ -144,6 +144,8 @@ type result struct{ id, text string }
 type segment struct {
 	text   string
 	tokens int
+	// breakpoint marks a segment that carries Anthropic's cache_control.
+	breakpoint bool
 }
 
 // perMessage is what the model adds for each message's framing.
@@ -180,7 +182,8 @@ type outcome struct {
 	text     string // the final or side answer
 	thinking string // the thinking/reasoning text, when asked for
 	prompt   int
-	cached   int
+	cached   int // prompt tokens read from the cache
+	written  int // prompt tokens written to it (Anthropic's cache_creation_input_tokens)
 	output   int
 	overflow bool // refused for the window, not for a rule
 }
@@ -252,7 +255,12 @@ func (m *Model) decide(c *call) (outcome, string) {
 				m.stats.Steps = o.step
 			}
 		}
-		o.cached = cachedPrefix(m.prev[c.api], c.segments)
+		common := commonPrefix(m.prev[c.api], c.segments)
+		if c.api == "anthropic" {
+			o.cached, o.written = AnthropicCached(cacheSegments(m.prev[c.api]), cacheSegments(c.segments), common)
+		} else {
+			o.cached = OpenAICached(promptTokens(c.segments[:common]))
+		}
 		m.prev[c.api] = c.segments
 	}
 	if c.thinking {
@@ -276,19 +284,6 @@ func (m *Model) checkResults(n int, c *call) string {
 		return ""
 	}
 	return ""
-}
-
-// cachedPrefix counts the tokens of the longest run of equal leading
-// segments of the previous request and this one.
-func cachedPrefix(prev, cur []segment) int {
-	n := 0
-	for i := 0; i < len(prev) && i < len(cur); i++ {
-		if prev[i].text != cur[i].text {
-			break
-		}
-		n += cur[i].tokens
-	}
-	return n
 }
 
 // violation records a rule broken outside decide (the API's own rules).

@@ -93,6 +93,9 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if m.Store, empty, err = m.openStore(ctx); err != nil {
 		return err
 	}
+	if err = memory.CheckNoInterruptedImport(ctx, m.Store); err != nil {
+		return err
+	}
 	emb, err := m.OpenEmbedder(ctx)
 	if err != nil {
 		return err
@@ -149,7 +152,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		"took", time.Since(t0).Round(time.Millisecond))
 	m.Gateway = memory.NewGateway(m.Service)
 	m.HTTP = httpapi.New(m.Service, httpapi.Options{BodyLimit: cfg.BodyLimit, Logger: m.Logger, LogContent: cfg.LogContent,
-		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+		SearchNeighbors: cfg.SearchNeighbors, Keys: cfg.Keys, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst, Limiter: sharedLimiter(m.Store, cfg),
 		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, BodyBytesInFlight: cfg.MaxBodyInFlight,

@@ -8,6 +8,7 @@ import (
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
 	"github.com/ctxd/ctxd/memory/pgstore"
+	"github.com/labstack/echo/v4/middleware"
 )
 
 // SharedStore reports whether --store names a database that several nodes
@@ -67,6 +68,15 @@ func (m *Main) openStore(ctx context.Context) (_ memory.Store, empty bool, err e
 		m.Logger.Warn("the store's spare file for deletes on a full disk is not whole", "err", err)
 	}
 	return st, empty, nil
+}
+
+// sharedLimiter keeps the rate limits in the database when the store is
+// one several nodes share (nil: in the node's memory).
+func sharedLimiter(st memory.Store, cfg Config) middleware.RateLimiterStore {
+	if pg, ok := st.(*pgstore.Store); ok && cfg.RateLimit > 0 {
+		return pg.RateLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
+	return nil
 }
 
 // storeName is the store for logs, without a password.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/ctxd/ctxd/memory"
@@ -110,7 +111,19 @@ func (s *Store) Messages(ctx context.Context, tenant, sessionID string, q memory
 	return out, err
 }
 
-// listMessages scans a session in seq order, decoding records with decode
+// seekBefore positions c on the last key under prefix whose seq (the 8
+// bytes after prefix) is below before (0: no bound).
+func seekBefore(c *bolt.Cursor, prefix []byte, before uint64) ([]byte, []byte) {
+	if before == 0 {
+		before = math.MaxUint64 // no seq reaches it
+	}
+	if k, _ := c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(prefix), before)); k == nil {
+		return c.Last()
+	}
+	return c.Prev()
+}
+
+// listMessages scans a session in seq order (newest first with q.Desc), decoding records with decode
 // (given each record's key and bytes). With a state filter it walks the
 // state index and reads only the matching records.
 func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, withVectors bool, decode recordDecoder) ([]*memory.Message, error) {
@@ -134,6 +147,17 @@ func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, 
 	if len(q.States) == 0 {
 		prefix := messagePrefix(tenant, sessionID)
 		c := msgs.Cursor()
+		if q.Desc {
+			for k, v := seekBefore(c, prefix, q.BeforeSeq); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
+				if binary.BigEndian.Uint64(k[len(prefix):]) <= q.AfterSeq {
+					break
+				}
+				if done, err := add(k, v); err != nil || done {
+					return out, err
+				}
+			}
+			return out, nil
+		}
 		for k, v := c.Seek(messageKey(tenant, sessionID, q.AfterSeq+1)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if done, err := add(k, v); err != nil || done {
 				return out, err
@@ -146,14 +170,27 @@ func listMessages(tx *bolt.Tx, tenant, sessionID string, q memory.MessageQuery, 
 		prefix := append(messagePrefix(tenant, sessionID), stateByte(st))
 		c := tx.Bucket(bucketStates).Cursor()
 		n := 0
-		for k, _ := c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(prefix), q.AfterSeq+1)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			seqs = append(seqs, binary.BigEndian.Uint64(k[len(prefix):]))
+		k, _ := c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(prefix), q.AfterSeq+1))
+		next := func() ([]byte, []byte) { return c.Next() }
+		if q.Desc {
+			k, _ = seekBefore(c, prefix, q.BeforeSeq)
+			next = func() ([]byte, []byte) { return c.Prev() }
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = next() {
+			seq := binary.BigEndian.Uint64(k[len(prefix):])
+			if seq <= q.AfterSeq {
+				break // only when Desc: ascending scans start past AfterSeq
+			}
+			seqs = append(seqs, seq)
 			if n++; q.Limit > 0 && n == q.Limit {
 				break
 			}
 		}
 	}
 	slices.Sort(seqs)
+	if q.Desc {
+		slices.Reverse(seqs)
+	}
 	for _, seq := range seqs {
 		k := messageKey(tenant, sessionID, seq)
 		v := msgs.Get(k)

@@ -48,10 +48,18 @@ func listMessages(ctx context.Context, q querier, tenant, session string, mq mem
 		for i, s := range mq.States {
 			states[i] = string(s)
 		}
-		sql += ` AND state = ANY($4)`
 		args = append(args, states)
+		sql += fmt.Sprintf(` AND state = ANY($%d)`, len(args))
 	}
-	sql += ` ORDER BY seq`
+	order := ` ORDER BY seq`
+	if mq.Desc {
+		if mq.BeforeSeq > 0 {
+			args = append(args, int64(mq.BeforeSeq))
+			sql += fmt.Sprintf(` AND seq < $%d`, len(args))
+		}
+		order = ` ORDER BY seq DESC`
+	}
+	sql += order
 	if mq.Limit > 0 {
 		sql += fmt.Sprintf(` LIMIT %d`, mq.Limit)
 	}
@@ -184,20 +192,6 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]memory.
 	return out, dbErr(rows.Err())
 }
 
-// LastSeq is the newest change's seq.
-func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
-	var seq int64
-	err := s.pool.QueryRow(ctx, `SELECT seq FROM change_counter`).Scan(&seq)
-	return uint64(seq), dbErr(err)
-}
-
-// TrimChanges forgets entries up to upTo, keeping the newest KeepChanges
-// all the same: other nodes may not have them yet.
-func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM changes WHERE seq <= least($1, (SELECT seq FROM change_counter) - $2)`, int64(upTo), int64(s.keep))
-	return dbErr(err)
-}
-
 // ForEachVector calls fn for every message with a vector, with the fields
 // the vector index needs, without reading bodies.
 func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error, damaged func(*memory.DamagedRecord)) error {
@@ -283,7 +277,7 @@ func (s *Store) ReplaceVectors(ctx context.Context, vectors map[string][]float32
 	for id, v := range vectors {
 		ids, vecs = append(ids, id), append(vecs, encodeVector(v))
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	return s.loggedTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `UPDATE messages m SET vector = v.vector FROM unnest($1::text[], $2::bytea[]) AS v(id, vector)
 			WHERE m.id = v.id RETURNING m.tenant, m.session_id, m.id`, ids, vecs)
 		if err != nil {
@@ -300,7 +294,7 @@ func (s *Store) ReplaceVectors(ctx context.Context, vectors map[string][]float32
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return logChanges(ctx, tx, changes)
+		return queueChanges(ctx, tx, changes)
 	})
 }
 

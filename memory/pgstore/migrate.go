@@ -67,6 +67,28 @@ var migrations = []string{
 		key text COLLATE "C" PRIMARY KEY,
 		value text NOT NULL
 	);`,
+	// 2: writes no longer number their changes themselves (the counter's
+	// row lock, held to commit, ordered every write of the database one
+	// behind the other): each queues them, and a numbering pass moves what
+	// is committed into the feed (see the package comment).
+	`CREATE TABLE change_queue (
+		tenant text COLLATE "C" NOT NULL,
+		id bigint GENERATED ALWAYS AS IDENTITY,
+		op text NOT NULL,
+		session_id text COLLATE "C" NOT NULL,
+		message_id text COLLATE "C" NOT NULL,
+		PRIMARY KEY (tenant, id)
+	);`,
+	// 3: the API's rate limits, shared by the nodes: a bucket per caller
+	// (a key's hash or a client address; store-wide, as meta). UNLOGGED:
+	// no WAL and no fsync for a row every request touches, and a crash
+	// that empties it only refills everyone's bucket.
+	`CREATE UNLOGGED TABLE rate_limits (
+		identity text COLLATE "C" PRIMARY KEY,
+		tokens double precision NOT NULL,
+		at timestamptz NOT NULL,
+		allowed boolean NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this binary writes.

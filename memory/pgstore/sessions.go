@@ -99,7 +99,7 @@ func (s *Store) UpdateSession(ctx context.Context, tenant, id string, create fun
 // DeleteSession removes a session with its messages, client ids and
 // idempotency keys, and logs one change.
 func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	return s.loggedTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE tenant = $1 AND id = $2`, tenant, id)
 		if err != nil {
 			return err
@@ -112,7 +112,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 				return err
 			}
 		}
-		return logChanges(ctx, tx, []memory.Change{{Op: memory.ChangeDeleteSession, Tenant: tenant, SessionID: id}})
+		return queueChanges(ctx, tx, []memory.Change{{Op: memory.ChangeDeleteSession, Tenant: tenant, SessionID: id}})
 	})
 }
 

@@ -14,7 +14,7 @@ func (s *Store) Import(ctx context.Context, sess *memory.Session, msgs []*memory
 	if err != nil {
 		return nil, err
 	}
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.loggedTx(ctx, func(tx pgx.Tx) error {
 		b, err := encodeSession(out)
 		if err != nil {
 			return err
@@ -33,7 +33,7 @@ func (s *Store) Import(ctx context.Context, sess *memory.Session, msgs []*memory
 		for i, m := range msgs {
 			changes[i] = memory.Change{Op: memory.ChangeUpsert, Tenant: m.Tenant, SessionID: m.SessionID, MessageID: m.ID}
 		}
-		return logChanges(ctx, tx, changes)
+		return queueChanges(ctx, tx, changes)
 	})
 	if err != nil {
 		return nil, err

@@ -5,7 +5,7 @@
 // session's data names it, so the schema can be distributed by tenant
 // (Citus and the like) as it is. The store-wide tables are small and
 // global: the change feed's counter, meta and schema_migrations; the
-// change feed itself is keyed (tenant, seq) and read across tenants.
+// change feed and its queue are keyed by tenant and read across tenants.
 //
 // Writes to one session are serialized by a row lock on the session
 // (SELECT ... FOR UPDATE), held by the write's transaction: two nodes
@@ -14,11 +14,7 @@
 // back). No advisory locks: engines that speak PostgreSQL's protocol but
 // distribute it do not all have them.
 //
-// The change feed must be gapless and in commit order (the indexer of every
-// node follows it from its watermark, and takes a gap for a trimmed log):
-// each write takes its seqs from one counter row as the last thing before
-// commit, so the counter's lock orders commits across the store for the
-// length of a commit, not of the write.
+// The change feed's numbering is in feed.go.
 package pgstore
 
 import (
@@ -62,8 +58,9 @@ type Options struct {
 
 // Store is a memory.Store on PostgreSQL.
 type Store struct {
-	pool *pgxpool.Pool
-	keep uint64
+	pool    *pgxpool.Pool
+	keep    uint64
+	numbers numbers
 }
 
 var (

@@ -39,12 +39,13 @@ func (s *Store) Append(ctx context.Context, tenant, id string, create func() *me
 // and logs fn's changes, in one transaction.
 func (s *Store) sessionWrite(ctx context.Context, tenant, id string, create func() *memory.Session, fn func(memory.SessionTx) error) (*memory.Session, error) {
 	var sess *memory.Session
+	var stx *sessionTx
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if sess, err = lockSession(ctx, tx, tenant, id, create); err != nil {
 			return err
 		}
-		stx := &sessionTx{ctx: ctx, tx: tx, sess: sess}
+		stx = &sessionTx{ctx: ctx, tx: tx, sess: sess}
 		if err := fn(stx); err != nil {
 			return err
 		}
@@ -54,10 +55,13 @@ func (s *Store) sessionWrite(ctx context.Context, tenant, id string, create func
 		if err := saveSession(ctx, tx, sess); err != nil {
 			return err
 		}
-		return logChanges(ctx, tx, stx.changes)
+		return queueChanges(ctx, tx, stx.changes)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(stx.changes) > 0 {
+		s.numbered()
 	}
 	return sess, nil
 }
@@ -100,24 +104,6 @@ func saveSession(ctx context.Context, tx pgx.Tx, sess *memory.Session) error {
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE sessions SET body = $3 WHERE tenant = $1 AND id = $2`, sess.Tenant, sess.ID, b)
-	return err
-}
-
-// logChanges numbers a write's changes from the counter row and stores
-// them. Its row lock is held to commit: see the package comment.
-func logChanges(ctx context.Context, tx pgx.Tx, changes []memory.Change) error {
-	if len(changes) == 0 {
-		return nil
-	}
-	var last uint64
-	if err := tx.QueryRow(ctx, `UPDATE change_counter SET seq = seq + $1 RETURNING seq`, len(changes)).Scan(&last); err != nil {
-		return err
-	}
-	rows := make([][]any, len(changes))
-	for i, c := range changes {
-		rows[i] = []any{c.Tenant, int64(last - uint64(len(changes)-1-i)), string(c.Op), c.SessionID, c.MessageID}
-	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"changes"}, []string{"tenant", "seq", "op", "session_id", "message_id"}, pgx.CopyFromRows(rows))
 	return err
 }
 

@@ -195,6 +195,13 @@ func testMessageQuery(t *testing.T, s memory.Store) {
 		{memory.MessageQuery{States: []memory.State{memory.StateDropped}}, []string{"a-001", "a-004"}},
 		{memory.MessageQuery{States: []memory.State{memory.StateActive}, AfterSeq: 1, Limit: 2}, []string{"a-002", "a-003"}},
 		{memory.MessageQuery{States: []memory.State{memory.StateDropped, memory.StateActive}, AfterSeq: 4}, []string{"a-004", "a-005"}},
+		// newest first, paged by BeforeSeq
+		{memory.MessageQuery{Desc: true}, []string{"a-005", "a-004", "a-003", "a-002", "a-001", "a-000"}},
+		{memory.MessageQuery{Desc: true, Limit: 2}, []string{"a-005", "a-004"}},
+		{memory.MessageQuery{Desc: true, BeforeSeq: 5, Limit: 2}, []string{"a-003", "a-002"}},
+		{memory.MessageQuery{Desc: true, BeforeSeq: 5, AfterSeq: 2}, []string{"a-003", "a-002"}},
+		{memory.MessageQuery{Desc: true, States: []memory.State{memory.StateDropped}}, []string{"a-004", "a-001"}},
+		{memory.MessageQuery{Desc: true, States: []memory.State{memory.StateDropped, memory.StateActive}, BeforeSeq: 5, Limit: 2}, []string{"a-003", "a-002"}},
 	}
 	for _, c := range cases {
 		if got := mustMessages(t, s, "t", "s", c.q); !slices.Equal(ids(got), c.want) {

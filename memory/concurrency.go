@@ -1,6 +1,13 @@
 package memory
 
-import "context"
+import (
+	"context"
+	"hash/fnv"
+)
+
+// What runs at once: bounds on heavy work (compactions, embedding calls)
+// and the per-session locks that serialise a session's compactions and
+// recoveries.
 
 // Concurrency bounds work that is heavy on CPU or on a remote model, so a
 // burst of requests queues instead of overloading the machine or the
@@ -43,4 +50,24 @@ func (s *Service) embed(ctx context.Context, texts []string) ([][]float32, error
 	}
 	defer s.embedSem.release()
 	return s.Embedder.Embed(ctx, texts)
+}
+
+// lockSession serialises compactions (and recoveries) of one session. The
+// locks are striped by a hash of the session: a fixed set, however many
+// session ids callers invent (a lock per id would grow without bound).
+// Two sessions share a stripe 1 time in len(sessionLocks); no caller holds
+// two sessions' locks at once, so sharing cannot deadlock.
+func (s *Service) lockSession(tenant, id string) func() {
+	mu := &s.sessionLocks[stripe(tenant, id, len(s.sessionLocks))]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// stripe is the lock of n that a session's id hashes to.
+func stripe(tenant, id string, n int) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	return h.Sum32() % uint32(n)
 }

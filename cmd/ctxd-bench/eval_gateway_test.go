@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"testing"
+)
+
+// The gateway replay in both APIs: the model reports its prompt cache by
+// the provider's rules, the sessions' status measures the same from those
+// reports (the replay fails when they differ), and the Anthropic agent's
+// calls show the model what the OpenAI one's do.
+func TestEvalGatewayPromptCache(t *testing.T) {
+	t.Parallel()
+	runs := writeAgentRun(t, "gw-cache")
+	figures := map[string]map[string]any{}
+	for _, api := range []string{gatewayOpenAI, gatewayAnthropic} {
+		rep, err := runAgentEval(context.Background(), agentOptions{Runs: runs, Window: 16000, Budget: 12000, Gateway: true, GatewayAPI: api})
+		if err != nil {
+			t.Fatalf("%s: %v", api, err)
+		}
+		f := figureMap(rep)
+		figures[api] = f
+		if c, _ := f["model_cached_prefix_pct"].(float64); c <= 0 || c != f["session_cache_hit_pct"] {
+			t.Errorf("%s: the model reported %v%% cached, the sessions measured %v%%", api, f["model_cached_prefix_pct"], f["session_cache_hit_pct"])
+		}
+		checkFigures(t, api, f, map[string]any{"model_calls": 8, "requests_over_window": 0, "invalid_pairs": 0, "latest_present_pct": 100.0})
+	}
+	a := figures[gatewayAnthropic]
+	if w, _ := a["model_cache_write_pct"].(float64); w <= 0 {
+		t.Errorf("anthropic: cache writes %v%%: the agent's breakpoint on its newest message writes what was not read", w)
+	}
+	for _, k := range []string{"needed_in_window_pct", "needed_tokens", "latest_whole_pct"} {
+		if a[k] != figures[gatewayOpenAI][k] {
+			t.Errorf("%s: anthropic %v, openai %v", k, a[k], figures[gatewayOpenAI][k])
+		}
+	}
+	if _, err := runAgentEval(context.Background(), agentOptions{Runs: runs, Window: 16000, Budget: 12000, GatewayAPI: gatewayAnthropic}); err == nil {
+		t.Error("--gateway-api without --gateway: no error")
+	}
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// A gateway request ctxd refuses is refused whole: 400, nothing sent
+// upstream, no session created (200 refused requests left 200 empty
+// sessions), and the body's JSON read by the API's rule (invalid UTF-8 was
+// replaced with U+FFFD where the API refuses it). A history whose window
+// would be empty (a tool result alone: its call is not in the history) is
+// refused rather than sent upstream as "messages": [].
+func TestGatewayRefusedRequestsLeaveNothing(t *testing.T) {
+	t.Parallel()
+	answer := func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		if strings.HasSuffix(r.URL.Path, "/messages") {
+			anthropicAnswer(w, map[string]any{"type": "text", "text": "ok"})
+			return
+		}
+		openaiAnswer(w, "ok")
+	}
+	up := newFakeUpstream(t, answer)
+	ts := startServer(t, t.TempDir(), func(c *Config) {
+		c.UpstreamOpenAIURL = up.URL + "/v1"
+		c.UpstreamAnthropicURL = up.URL
+	})
+	for _, c := range []struct{ name, path, body string }{
+		{"invalid UTF-8", "/v1/chat/completions", "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}]}"},
+		{"lone surrogate", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"\ud800"}]}`},
+		{"duplicate member", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","role":"system","content":"x"}]}`},
+		{"unknown role", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"a"},{"role":"root","content":"b"}]}`},
+		{"empty user message", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"a"},{"role":"user","content":" "}]}`},
+		{"tools over the window", "/v1/chat/completions", `{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"f","description":"` + strings.Repeat("word ", 20000) + `"}}],"messages":[{"role":"user","content":"a"}]}`},
+		{"duplicate tool call ids", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"a"},` +
+			`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"c1","type":"function","function":{"name":"g","arguments":"{}"}}]},` +
+			`{"role":"tool","tool_call_id":"c1","content":"r"}]}`},
+		{"two results for one call", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"a"},` +
+			`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
+			`{"role":"tool","tool_call_id":"c1","content":"r"},{"role":"tool","tool_call_id":"c1","content":"again"}]}`},
+		{"a tool result alone", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"tool","tool_call_id":"gone","content":"r"}]}`},
+		{"anthropic invalid UTF-8", "/v1/messages", "{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}]}"},
+		{"anthropic a tool result alone", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"gone","content":"r"}]}]}`},
+	} {
+		session := strings.ReplaceAll(c.name, " ", "-")
+		res := ts.as("sk-upstream").on(t).doWith(http.Header{"X-Ctxd-Session": {session}, "X-Ctxd-Context-Window": {"16000"}, "X-Api-Key": {"sk-upstream"}}, "POST", c.path, c.body)
+		if res.Status != 400 {
+			t.Errorf("%s: %d %s, want 400", c.name, res.Status, res.Raw)
+		}
+	}
+	if n := up.count(); n != 0 {
+		t.Errorf("%d refused requests reached the upstream, first %s", n, up.requests[0].Raw)
+	}
+	if list := ts.mustDo(200, "GET", "/v1/sessions", nil)["sessions"].([]any); len(list) != 0 {
+		t.Errorf("refused requests left %d sessions: %v", len(list), list)
+	}
+	// The same conversation, valid, goes through and makes the session.
+	res := ts.as("sk-upstream").on(t).doWith(http.Header{"X-Ctxd-Session": {"refused"}}, "POST", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"café"}]}`)
+	if res.Status != 200 || up.count() != 1 {
+		t.Fatalf("valid request: %d %s, %d upstream requests", res.Status, res.Raw, up.count())
+	}
+}
+
+// doWith is do with more headers.
+func (ts *testServer) doWith(h http.Header, method, path string, body any) resp {
+	ts.t.Helper()
+	c := *ts
+	c.Header = ts.Header.Clone()
+	if c.Header == nil {
+		c.Header = http.Header{}
+	}
+	for k, v := range h {
+		c.Header[k] = v
+	}
+	return c.do(method, path, body)
+}

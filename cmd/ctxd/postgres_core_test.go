@@ -1,0 +1,132 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ctxd/ctxd/memory/pgstore/pgtest"
+)
+
+// TestCoreOnPostgres runs the core of the HTTP suite again with its
+// servers on PostgreSQL (startServer reads the test's name): sessions,
+// messages, context, search, compaction, edits, idempotency, the
+// gateway's sync of a resent history, MCP over HTTP and the dashboard's
+// pages. A subset, to keep `make test` short: the rest of the suite is
+// the same code above the memory.Store both backends pass the contract of.
+func TestCoreOnPostgres(t *testing.T) {
+	pgtest.DSN(t) // skips (or fails, in CI) here when there is no server
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"StoreRestartSearch", TestStoreRestartSearch},
+		{"SessionsAPI", TestSessionsAPI},
+		{"MessagesPaging", TestMessagesPaging},
+		{"SearchFilters", TestSearchFilters},
+		{"DeleteIsolation", TestDeleteIsolation},
+		{"ContextExactBudgetAndValidSequence", TestContextExactBudgetAndValidSequence},
+		{"ContextRecoversRelevantColdTurns", TestContextRecoversRelevantColdTurns},
+		{"AutoCompactionUnderBudget", TestAutoCompactionUnderBudget},
+		{"CompactDryRunAndProtection", TestCompactDryRunAndProtection},
+		{"RecoverAndFlush", TestRecoverAndFlush},
+		{"EditMessageContent", TestEditMessageContent},
+		{"DeleteMessage", TestDeleteMessage},
+		{"IdempotencyKey", TestIdempotencyKey},
+		{"IdempotencyKeyConcurrentRetries", TestIdempotencyKeyConcurrentRetries},
+		{"ClientMessageIDs", TestClientMessageIDs},
+		{"GatewayOpenAIStoresResentHistoryOnce", TestGatewayOpenAIStoresResentHistoryOnce},
+		{"GatewayOpenAIDivergedHistorySupersedesTail", TestGatewayOpenAIDivergedHistorySupersedesTail},
+		{"MCPOverHTTP", TestMCPOverHTTP},
+		{"GetMessageByID", TestGetMessageByID},
+		{"Dashboard", testDashboardPages},
+	} {
+		t.Run(c.name, c.fn)
+	}
+}
+
+const corePrefix = "TestCoreOnPostgres/"
+
+// pgDirs maps a test server's data dir to its PostgreSQL schema, so that
+// a test restarting its server on the same dir finds its data again.
+var pgDirs sync.Map
+
+// postgresFor is the --store of a server that a test under
+// TestCoreOnPostgres starts on dir ("" for any other test).
+func postgresFor(t testing.TB, dir string) string {
+	if !strings.HasPrefix(t.Name(), corePrefix) {
+		return ""
+	}
+	if dsn, ok := pgDirs.Load(dir); ok {
+		return dsn.(string)
+	}
+	dsn, _ := pgDirs.LoadOrStore(dir, pgtest.DSN(t))
+	return dsn.(string)
+}
+
+// storeFlag is the --store of an admin verb on dir: the data dir of a
+// server on PostgreSQL holds its index, not its store.
+func storeFlag(dir string) []string {
+	if dsn, ok := pgDirs.Load(dir); ok {
+		return []string{"--store", dsn.(string)}
+	}
+	return nil
+}
+
+// checkOnPostgres fails a test that was to run on PostgreSQL and whose
+// server wrote an embedded store instead.
+func checkOnPostgres(t testing.TB, dir string) {
+	if _, err := os.Stat(filepath.Join(dir, "ctxd.db")); err == nil {
+		t.Fatalf("%s: the server wrote an embedded store in %s, not to PostgreSQL", t.Name(), dir)
+	}
+}
+
+// testDashboardPages: the dashboard lists a session, shows its messages,
+// stores a pinned note from its form and finds it in search.
+func testDashboardPages(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, t.TempDir())
+	ts.store("dash-1", msg("user", "The kiln in building seven fires on Thursdays."), msg("assistant", "Noted."))
+	page := func(method, path string, form url.Values) string {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequest(method, ts.URL+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d\n%s", method, path, res.StatusCode, b)
+		}
+		return string(b)
+	}
+	if p := page("GET", "/ui/", nil); !strings.Contains(p, "dash-1") {
+		t.Fatalf("the sessions page does not list dash-1:\n%s", p)
+	}
+	if p := page("GET", "/ui/sessions/dash-1/messages", nil); !strings.Contains(p, "kiln in building seven") {
+		t.Fatalf("the session page does not show its message:\n%s", p)
+	}
+	page("POST", "/ui/sessions/dash-1/notes", url.Values{"content": {"Glaze orders go through Priya."}})
+	if p := page("GET", "/ui/sessions/dash-1/messages", nil); !strings.Contains(p, "Glaze orders go through Priya.") {
+		t.Fatalf("the note stored from the form is not on the session page:\n%s", p)
+	}
+	if p := page("GET", "/ui/search?q=kiln+thursdays", nil); !strings.Contains(p, "<mark>kiln</mark> in building seven") {
+		t.Fatalf("dashboard search does not find the message:\n%s", p[strings.Index(p, "<main"):])
+	}
+}

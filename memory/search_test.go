@@ -1,0 +1,93 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/memorytest"
+)
+
+// toolTurn is an assistant's call and the tool's result.
+func toolTurn(i int, command, output string) []*memory.Message {
+	id := fmt.Sprintf("call_%d", i)
+	return []*memory.Message{
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: id, Type: "function",
+			Function: memory.FunctionCall{Name: "bash", Arguments: fmt.Sprintf(`{"command":%q}`, command)}}}},
+		{Role: memory.RoleTool, ToolCallID: id, Content: output},
+	}
+}
+
+// A query without a word the embedder knows ("9464") has the empty text's
+// vector: every empty tool result was at vector similarity 1.0 with it and
+// they filled the hybrid results after the one message that has the
+// number. Such a query is ranked by its text.
+func TestSearchUnknownWordsIgnoreEmptyMessages(t *testing.T) {
+	ctx := context.Background()
+	h := memorytest.Open(t)
+	var msgs []*memory.Message
+	for i := range 12 {
+		msgs = append(msgs, toolTurn(i, fmt.Sprintf("touch build/out_%d", i), "")...)
+	}
+	msgs = append(msgs, &memory.Message{Role: memory.RoleUser, Content: "ticket 9464 is blocked on the review"})
+	msgs = append(msgs, toolTurn(99, "echo done", " ")...)
+	if _, err := h.Append(ctx, "s", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{memory.ModeHybrid, memory.ModeVector} {
+		for _, query := range []string{"9464", "zzqx-9912"} {
+			res, err := h.Search(ctx, memory.SearchRequest{Query: query, Sessions: []string{"s"}, K: 10, Mode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				if r.Role == memory.RoleTool {
+					t.Errorf("%s %q: result %d is an empty tool result (vector %.2f)", mode, query, i+1, r.VectorScore)
+				}
+			}
+			if query == "9464" && mode == memory.ModeHybrid && (len(res) == 0 || res[0].Content != "ticket 9464 is blocked on the review") {
+				t.Errorf("%s %q: the message with the number is not first: %d results", mode, query, len(res))
+			}
+		}
+	}
+}
+
+// In a search of a session, a turn gains a share of its neighbours' scores:
+// the answer to a matched question ranks above turns that share a word of
+// it, and says so in NeighborScore.
+func TestSearchNeighbourTurnsRank(t *testing.T) {
+	ctx := context.Background()
+	h := memorytest.Open(t)
+	turn := func(role memory.Role, text string) *memory.Message { return &memory.Message{Role: role, Content: text} }
+	msgs := []*memory.Message{
+		turn(memory.RoleUser, "This week was long, the garden needed water every day."),
+		turn(memory.RoleAssistant, "Sounds like a busy week."),
+		turn(memory.RoleUser, "Who takes the pager for the on-call rotation this week?"),
+		turn(memory.RoleAssistant, "Dana does, until Friday morning."),
+		turn(memory.RoleUser, "Next week I visit my sister in Porto."),
+		turn(memory.RoleAssistant, "Enjoy the trip and the pastries."),
+		turn(memory.RoleUser, "The rotation of the tyres is due this month."),
+		turn(memory.RoleAssistant, "Book the garage early."),
+	}
+	if _, err := h.Append(ctx, "chat", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Search(ctx, memory.SearchRequest{Query: "who is on call for the rotation this week", Sessions: []string{"chat"}, K: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res {
+		got = append(got, fmt.Sprintf("%q %.2f (+%.2f)", r.Content, r.Score, r.NeighborScore))
+	}
+	if len(res) < 2 || res[1].Content != "Dana does, until Friday morning." || res[1].NeighborScore <= 0 {
+		t.Errorf("the answer is not second, brought up by its question: %v", got)
+	}
+}
