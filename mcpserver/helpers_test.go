@@ -9,10 +9,10 @@ import (
 
 	"github.com/ctxd/ctxd/client"
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/mcpserver"
 	"github.com/ctxd/ctxd/mcpserver/mcptest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/memorytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
 func TestContextPreviewChangesNothing(t *testing.T) {

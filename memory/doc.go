@@ -21,7 +21,7 @@
 //     WriteKeys; restore_cold.go: ColdRestorer; admin.go: Progress,
 //     DocLister, ColdAuditor.
 //
-// memory/memorytest opens a Service on the real adapters in a test's
+// internal/memorytest opens a Service on the real adapters in a test's
 // temporary directory, with a clock the test moves, and checks the
 // service's invariants when the test ends.
 //

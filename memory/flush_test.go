@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
 // An agent with large tool outputs on a 16,000-token window that saves

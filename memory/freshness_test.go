@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
 // gatedIndex holds every index update until its gate opens: an index that

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
 // Two nodes on one shared store (two gateways, each with its own memory,

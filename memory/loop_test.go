@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
 // step is one agent step: an assistant call and its result.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/ctxd/ctxd/coldstore"
 	"github.com/ctxd/ctxd/index/glove"
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/boltstore"
-	"github.com/ctxd/ctxd/memory/memorytest"
 	"github.com/ctxd/ctxd/summarize"
 	"github.com/ctxd/ctxd/tokenizer"
 )

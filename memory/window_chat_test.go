@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
 // A conversation's window for the message just stored is the working

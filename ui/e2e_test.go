@@ -16,8 +16,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
 // chromium is Debian's package, which .ci/run installs.

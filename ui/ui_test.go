@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/memory/memorytest"
 )
 
 // Keys of the test server: tenants a and b, and an admin.
