@@ -33,37 +33,10 @@ type Admin struct {
 	emb Embedder
 }
 
-// Progress hears how far long work has got; Admin works without one.
-type Progress interface {
-	// Begin starts a stage; total <= 0 means unknown.
-	Begin(what string, total int)
-	Add(n int)
-	End()
-}
-
 // IndexDoc is what the full-text index holds of one message.
 type IndexDoc struct {
 	ID, Tenant, SessionID string
 	State                 State
-}
-
-// DocLister lists the documents of the full-text index.
-type DocLister interface {
-	ForEachDoc(ctx context.Context, fn func(IndexDoc) error) error
-}
-
-// ColdAuditor is a cold mirror that can be read back, so verify can compare
-// it with the store without knowing its file format.
-type ColdAuditor interface {
-	ColdMirror
-	// MirrorSessions lists the sessions that have a mirror file.
-	MirrorSessions() ([]SessionRef, error)
-	// ReadMirror returns a session's lines in file order, with any damage.
-	ReadMirror(tenant, sessionID string) (MirrorFile, error)
-	// Fingerprint is what the line of m must keep true (the message and its
-	// retention; not how it went cold, which a line tells as of the first
-	// time), in a form comparable with MirrorLine.Fingerprint.
-	Fingerprint(m *Message) (string, error)
 }
 
 // MirrorFile is a session's cold mirror as read back.

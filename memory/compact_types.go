@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"context"
 	"time"
 )
 
@@ -30,14 +29,6 @@ const (
 	ReasonSummaryDeleted = "summary_deleted"
 )
 
-// Summarizer condenses a contiguous run of messages into one text.
-type Summarizer interface {
-	// Summarize returns a summary of req.Messages that fits req.TargetTokens
-	// (exact count in req.Encoding). It must not fail for want of a network:
-	// implementations fall back and say so in Summary.Method and Note.
-	Summarize(ctx context.Context, req SummaryRequest) (Summary, error)
-}
-
 // SummaryRequest is one run of messages to summarize.
 type SummaryRequest struct {
 	Messages     []*Message
@@ -59,26 +50,3 @@ const (
 	SummaryLLM        = "llm"
 	SummaryAnnotation = "annotation"
 )
-
-// EventLog records what the server did, as JSONL streams under logs/.
-type EventLog interface {
-	// Log appends one event to the named stream ("compaction", "drops",
-	// "recoveries", "context-health"). Events carry their own fields; the
-	// log adds the time.
-	Log(stream string, event map[string]any) error
-}
-
-// ColdMirror keeps an inspectable copy of cold chunks (JSONL per session):
-// a line for every original that went cold since the last purge, written
-// when it first did (dropped again after a recovery, or released by a
-// rolled summary, it keeps that line; if a file holds two lines of an id,
-// the last is current). The store is the truth; the mirror can be rebuilt
-// from it, and start-up and verify compare the two.
-type ColdMirror interface {
-	// Append adds chunks durably (fsynced) before returning.
-	Append(tenant, sessionID string, msgs []*Message) error
-	// Rewrite replaces a session's chunks atomically.
-	Rewrite(tenant, sessionID string, msgs []*Message) error
-	// Remove forgets a session.
-	Remove(tenant, sessionID string) error
-}

@@ -8,18 +8,16 @@
 //
 // # Ports
 //
-// What the domain consumes is declared as small interfaces, each beside the
-// code that calls it:
-//   - store.go: Store (the system of record: sessions, messages, the change
-//     log; one transaction per write through SessionTx), Snapshot, Index
-//     (full text and vectors), Embedder, Tokenizer, and the admin checks
-//     (DamageScanner, StoreChecker). memory/boltstore is the Store, index/
-//     the Index, index/glove and index/openai the Embedders, tokenizer/ the
-//     Tokenizer.
-//   - compact_types.go: Summarizer (summarize/), EventLog (eventlog/),
-//     ColdMirror (coldstore/); events.go: EventReader; idempotency.go:
-//     WriteKeys; restore_cold.go: ColdRestorer; admin.go: Progress,
-//     DocLister, ColdAuditor.
+// What the domain consumes is declared as small interfaces, all in
+// ports.go: Store (the system of record: sessions, messages, the change
+// log; one transaction per write through SessionTx), Snapshot, Index (full
+// text and vectors), Embedder, Tokenizer, the admin checks (DamageScanner,
+// StoreChecker, DocLister, ColdAuditor, Progress), Summarizer, EventLog,
+// EventReader, ColdMirror, ColdRestorer and WriteKeys. memory/boltstore and
+// memory/pgstore are the Stores (memory/storetest is the contract both
+// pass), index/ the Index, index/glove and index/openai the Embedders,
+// tokenizer/ the Tokenizer, summarize/ the Summarizers, eventlog/ the
+// EventLog, coldstore/ the ColdMirror.
 //
 // internal/memorytest opens a Service on the real adapters in a test's
 // temporary directory, with a clock the test moves, and checks the
@@ -48,7 +46,7 @@
 //     (relevance of the window's messages to a prompt).
 //   - Compaction: compact.go (Compact, selection, the hold after a
 //     compaction that cannot get under the trigger, and the one-transaction
-//     commit), compact_types.go (ColdInfo, reasons, ports),
+//     commit), compact_types.go (ColdInfo, reasons),
 //     compact_units.go (tool-call groups moved as one unit),
 //     compact_prune.go (old tool output cut in the window),
 //     compact_summary.go (the rolling summary).

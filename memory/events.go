@@ -5,13 +5,6 @@ import (
 	"slices"
 )
 
-// EventReader reads back the event log (the eventlog package implements it).
-type EventReader interface {
-	// Tail returns the last n events of a stream for which filter is true,
-	// oldest first.
-	Tail(stream string, n int, filter func(map[string]any) bool) ([]map[string]any, error)
-}
-
 // EventStreams maps the stream names callers use to the log's names:
 // "health" reads the context-health stream.
 var EventStreams = map[string]string{

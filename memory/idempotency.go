@@ -38,33 +38,6 @@ type WriteRecord struct {
 	At     time.Time `json:"at"`
 }
 
-// WriteKeys reads what the store remembers of a session's earlier writes,
-// outside a transaction: a retry is recognised before its messages are
-// counted and embedded again.
-type WriteKeys interface {
-	// WriteKey returns the record of the session's write with this
-	// idempotency key; nil when none is kept.
-	WriteKey(ctx context.Context, tenant, sessionID, key string) (*WriteRecord, error)
-	// MessagesByClientID returns the session's messages that carry these
-	// client ids, by client id; ids not stored are left out.
-	MessagesByClientID(ctx context.Context, tenant, sessionID string, clientIDs []string) (map[string]*Message, error)
-}
-
-// WriteKeysTx is WriteKeys inside a session transaction, where the write
-// that records a key is decided.
-type WriteKeysTx interface {
-	// WriteKey returns the record of this session's write with key; nil
-	// when none is kept.
-	WriteKey(key string) (*WriteRecord, error)
-	// PutWriteKey records rec (replacing a record of the same key), then
-	// forgets the session's records made before expireBefore and all but
-	// the newest keep.
-	PutWriteKey(rec *WriteRecord, expireBefore time.Time, keep int) error
-	// MessageByClientID returns the session's message with this client id;
-	// nil when there is none.
-	MessageByClientID(clientID string) (*Message, error)
-}
-
 // AppendOptions are the optional parts of a write.
 type AppendOptions struct {
 	// IdempotencyKey names the write: a retry with the same key and

@@ -5,13 +5,6 @@ import (
 	"fmt"
 )
 
-// ColdRestorer is a cold mirror that can give back the messages it holds.
-type ColdRestorer interface {
-	// MirrorMessages reads a session's mirror as messages in a cold state,
-	// in order, without vectors.
-	MirrorMessages(tenant, sessionID string) ([]*Message, error)
-}
-
 // RestoreColdReport says what RestoreCold brought back.
 type RestoreColdReport struct {
 	Sessions int `json:"sessions"`

@@ -1,5 +1,12 @@
 package memory
 
+// The ports: every interface the domain defines and an adapter implements
+// (the stores, the index, the embedder, the tokenizer, the summarizer, the
+// event log, the cold mirror, the idempotency keys, and the admin verbs'
+// progress and audits), in one file. Adapters live beside the domain
+// (memory/boltstore, memory/pgstore) or in packages of their own (index/,
+// tokenizer/, summarize/, eventlog/, coldstore/); internal/server wires them.
+
 import (
 	"context"
 	"time"
@@ -263,4 +270,103 @@ type DamageScanner interface {
 type StoreChecker interface {
 	// Check returns the problems of the store's file, nil if none.
 	Check() error
+}
+
+// Progress hears how far long work has got; Admin works without one.
+type Progress interface {
+	// Begin starts a stage; total <= 0 means unknown.
+	Begin(what string, total int)
+	Add(n int)
+	End()
+}
+
+// DocLister lists the documents of the full-text index.
+type DocLister interface {
+	ForEachDoc(ctx context.Context, fn func(IndexDoc) error) error
+}
+
+// ColdAuditor is a cold mirror that can be read back, so verify can compare
+// it with the store without knowing its file format.
+type ColdAuditor interface {
+	ColdMirror
+	// MirrorSessions lists the sessions that have a mirror file.
+	MirrorSessions() ([]SessionRef, error)
+	// ReadMirror returns a session's lines in file order, with any damage.
+	ReadMirror(tenant, sessionID string) (MirrorFile, error)
+	// Fingerprint is what the line of m must keep true (the message and its
+	// retention; not how it went cold, which a line tells as of the first
+	// time), in a form comparable with MirrorLine.Fingerprint.
+	Fingerprint(m *Message) (string, error)
+}
+
+// Summarizer condenses a contiguous run of messages into one text.
+type Summarizer interface {
+	// Summarize returns a summary of req.Messages that fits req.TargetTokens
+	// (exact count in req.Encoding). It must not fail for want of a network:
+	// implementations fall back and say so in Summary.Method and Note.
+	Summarize(ctx context.Context, req SummaryRequest) (Summary, error)
+}
+
+// EventLog records what the server did, as JSONL streams under logs/.
+type EventLog interface {
+	// Log appends one event to the named stream ("compaction", "drops",
+	// "recoveries", "context-health"). Events carry their own fields; the
+	// log adds the time.
+	Log(stream string, event map[string]any) error
+}
+
+// ColdMirror keeps an inspectable copy of cold chunks (JSONL per session):
+// a line for every original that went cold since the last purge, written
+// when it first did (dropped again after a recovery, or released by a
+// rolled summary, it keeps that line; if a file holds two lines of an id,
+// the last is current). The store is the truth; the mirror can be rebuilt
+// from it, and start-up and verify compare the two.
+type ColdMirror interface {
+	// Append adds chunks durably (fsynced) before returning.
+	Append(tenant, sessionID string, msgs []*Message) error
+	// Rewrite replaces a session's chunks atomically.
+	Rewrite(tenant, sessionID string, msgs []*Message) error
+	// Remove forgets a session.
+	Remove(tenant, sessionID string) error
+}
+
+// EventReader reads back the event log (the eventlog package implements it).
+type EventReader interface {
+	// Tail returns the last n events of a stream for which filter is true,
+	// oldest first.
+	Tail(stream string, n int, filter func(map[string]any) bool) ([]map[string]any, error)
+}
+
+// WriteKeys reads what the store remembers of a session's earlier writes,
+// outside a transaction: a retry is recognised before its messages are
+// counted and embedded again.
+type WriteKeys interface {
+	// WriteKey returns the record of the session's write with this
+	// idempotency key; nil when none is kept.
+	WriteKey(ctx context.Context, tenant, sessionID, key string) (*WriteRecord, error)
+	// MessagesByClientID returns the session's messages that carry these
+	// client ids, by client id; ids not stored are left out.
+	MessagesByClientID(ctx context.Context, tenant, sessionID string, clientIDs []string) (map[string]*Message, error)
+}
+
+// WriteKeysTx is WriteKeys inside a session transaction, where the write
+// that records a key is decided.
+type WriteKeysTx interface {
+	// WriteKey returns the record of this session's write with key; nil
+	// when none is kept.
+	WriteKey(key string) (*WriteRecord, error)
+	// PutWriteKey records rec (replacing a record of the same key), then
+	// forgets the session's records made before expireBefore and all but
+	// the newest keep.
+	PutWriteKey(rec *WriteRecord, expireBefore time.Time, keep int) error
+	// MessageByClientID returns the session's message with this client id;
+	// nil when there is none.
+	MessageByClientID(clientID string) (*Message, error)
+}
+
+// ColdRestorer is a cold mirror that can give back the messages it holds.
+type ColdRestorer interface {
+	// MirrorMessages reads a session's mirror as messages in a cold state,
+	// in order, without vectors.
+	MirrorMessages(tenant, sessionID string) ([]*Message, error)
 }
