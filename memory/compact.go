@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -155,7 +156,16 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 	if len(rep.Dropped) == 0 && len(rep.Summarized) == 0 {
 		return rep, s.holdCompactions(ctx, tenant, sessionID, pol, rep)
 	}
-	if err := s.commitCompaction(ctx, tenant, sessionID, pol, units, roll, rep); err != nil {
+	err = s.commitCompaction(ctx, tenant, sessionID, sess.Compactions, pol, units, roll, rep)
+	if errors.Is(err, errCompactedMeanwhile) {
+		// Another node compacted the session after this one read it:
+		// this compaction's choices (and its rolling summary, extended
+		// from the version it read) are stale. Nothing was written.
+		rep.Dropped, rep.Summarized, rep.Summaries, rep.TokensAfter = []string{}, []string{}, []string{}, rep.TokensBefore
+		rep.Notes = append(rep.Notes, "the session was compacted elsewhere (another node) while this compaction was decided: nothing of it was applied")
+		return rep, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	rep.TookMS = float64(time.Since(start).Microseconds()) / 1000
@@ -292,7 +302,14 @@ func summaryTarget(pol Policy, sess *Session, runTokens int) int {
 // commitCompaction writes every change in one store transaction (so a crash
 // leaves the session as before or as after), then updates the indexes, the
 // cold-storage mirror and the event logs.
-func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string, pol Policy, units []*unit, roll *rolled, rep *CompactionReport) error {
+// errCompactedMeanwhile: the session's compaction count moved between the
+// compaction's read and its commit.
+var errCompactedMeanwhile = errors.New("compacted meanwhile")
+
+// commitCompaction writes the compaction decided on a session read with
+// `compactions` compactions; one that finds another commit since (only
+// possible across nodes: a node serialises its own) applies nothing.
+func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string, compactions int, pol Policy, units []*unit, roll *rolled, rep *CompactionReport) error {
 	now := s.Now().UTC()
 	summaryOf := map[string]string{}
 	var summaries []*Message
@@ -307,6 +324,9 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 	var moved, mirror []*Message
 	sess, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {
 		moved, mirror = moved[:0], mirror[:0]
+		if tx.Session().Compactions != compactions {
+			return errCompactedMeanwhile
+		}
 		for _, u := range units {
 			if u.decision != DecisionDrop && u.decision != DecisionSummarize {
 				continue
@@ -365,6 +385,9 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 		tx.Session().CompactHold, tx.Session().CompactHoldSeq = pol.holdAfter(tx.Session()), tx.Session().LastSeq
 		return nil
 	})
+	if errors.Is(err, errCompactedMeanwhile) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("commit compaction: %w", err)
 	}
