@@ -28,6 +28,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	switch {
 	case errors.As(err, &pe):
 		status, code, msg = pe.status, pe.code, pe.msg
+	case errors.Is(err, context.DeadlineExceeded) && s.opts.RequestTimeout > 0 &&
+		errors.Is(c.Request().Context().Err(), context.DeadlineExceeded):
+		// The request's own deadline (not an upstream's shorter one):
+		// echo's timeout middleware answers a bare 503; say which limit.
+		status, code = http.StatusServiceUnavailable, memory.EUNAVAILABLE
+		msg = fmt.Sprintf("the request ran past the server's request timeout (--request-timeout %v) and was stopped; "+
+			"send less per call, or retry a write with the same Idempotency-Key or message_id", s.opts.RequestTimeout)
 	case errors.As(err, &he):
 		status = he.Code
 		code = api.CodeOf(status)

@@ -54,8 +54,8 @@ func TestRequestTimeoutHoldsForAHugeWrite(t *testing.T) {
 	start = time.Now()
 	res = ts.do("POST", "/v1/sessions/huge/messages", eight)
 	took := time.Since(start)
-	if res.Status != 503 {
-		t.Fatalf("8 x 1 MB with a %v timeout: %d %.300s, want 503", timeout, res.Status, res.Raw)
+	if res.Status != 503 || !strings.Contains(string(res.Raw), "--request-timeout") {
+		t.Fatalf("8 x 1 MB with a %v timeout: %d %.300s, want 503 naming the request timeout", timeout, res.Status, res.Raw)
 	}
 	if limit := timeout + 2*perMessage + time.Second; took > limit {
 		t.Fatalf("8 x 1 MB answered after %v, over the %v timeout plus two messages' work (%v each): want by %v", took, timeout, perMessage, limit)
