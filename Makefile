@@ -122,7 +122,7 @@ vectors:
 # eval, eval-agent and eval-gateway run on a small synthetic sample that `ctxd-bench sample` writes into
 # SAMPLE_DIR, and say so: its figures check that the commands work, not ctxd. `make figures` publishes
 # figures, so it refuses the sample.
-BENCH_DATA ?= ../shared/bench
+BENCH_DATA ?=
 SAMPLE_DIR ?= bin/bench-sample
 BENCH_DIR  ?= $(if $(wildcard $(BENCH_DATA)/locomo-dev/turns.jsonl),$(BENCH_DATA)/locomo-dev,$(SAMPLE_DIR)/locomo)
 AGENT_RUNS ?= $(if $(wildcard $(BENCH_DATA)/agent-dev/runs.jsonl),$(BENCH_DATA)/agent-dev/runs.jsonl,$(SAMPLE_DIR)/agent/runs.jsonl)
@@ -133,7 +133,7 @@ AGENT_LIMIT ?= 0
 define need_data
 	@if [ "$(2)" = "$(3)" ]; then \
 		$(BENCH_BIN) sample --out $(SAMPLE_DIR) && \
-		echo "$(1): no evaluation data in $(BENCH_DATA): using the synthetic sample in $(SAMPLE_DIR) (a smoke run; set $(1) to measure)"; \
+		echo "$(1): no evaluation data$(if $(BENCH_DATA), in $(BENCH_DATA)): using the synthetic sample in $(SAMPLE_DIR) (a smoke run; set $(1) to measure)"; \
 	elif [ ! -f "$(2)" ]; then \
 		echo "$(1)=$($(1)): $(2) does not exist; set $(1) to the evaluation data (see the README, Evaluation and benchmarks)" >&2; exit 2; \
 	fi
