@@ -452,3 +452,29 @@ func (s *Service) compactInBackground(tenant, sessionID, prompt string) {
 		}
 	}()
 }
+
+// holdBand is how far past a held compaction's level the window grows
+// before automatic compactions try again: what one compaction frees
+// (trigger to target).
+func (p Policy) holdBand(sess *Session) int {
+	return max(int((p.TriggerPct-p.TargetPct)*float64(sess.ContextWindow)), 1)
+}
+
+// compactHeld reports whether an automatic compaction of a window of
+// tokens, past the trigger and under the hard limit, waits: the last one
+// could not get under the trigger, and since then the window has not grown
+// a band nor have keep_recent messages come (which end the protection of
+// the messages that were recent then).
+func (p Policy) compactHeld(sess *Session, tokens int) bool {
+	return sess.CompactHold > 0 && tokens < sess.CompactHold+p.holdBand(sess) &&
+		sess.LastSeq < sess.CompactHoldSeq+uint64(max(p.KeepRecent, 1))
+}
+
+// holdAfter is the CompactHold a compaction leaves: the window's cost when
+// it is still at or past the trigger, else 0.
+func (p Policy) holdAfter(sess *Session) int {
+	if t := p.windowTokens(sess); float64(t) >= p.TriggerPct*float64(sess.ContextWindow) {
+		return t
+	}
+	return 0
+}

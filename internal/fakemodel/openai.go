@@ -123,19 +123,33 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (m *Model) chat(w http.ResponseWriter, body map[string]json.RawMessage) {
-	c, v := m.readChat(body)
-	if v != "" {
-		openaiError(w, "invalid_request_error", m.violation("chat", "%s", v))
-		return
+// admitOpenAI answers an OpenAI-shaped call the model refuses: what its
+// reader found wrong (violation) and what decide refuses are 400s, an
+// overflow a context_length_exceeded in the API's own wording. It reports
+// whether the call goes on.
+func (m *Model) admitOpenAI(w http.ResponseWriter, api string, c *call, violation string, overflow func(outcome) string) (outcome, bool) {
+	if violation != "" {
+		openaiError(w, "invalid_request_error", m.violation(api, "%s", violation))
+		return outcome{}, false
 	}
 	o, v := m.decide(c)
-	if v != "" && !o.overflow {
+	switch {
+	case v != "" && !o.overflow:
 		openaiError(w, "invalid_request_error", v)
-		return
+		return o, false
+	case v != "":
+		openaiError(w, "context_length_exceeded", overflow(o))
+		return o, false
 	}
-	if v != "" {
-		openaiError(w, "context_length_exceeded", fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.", m.cfg.Window, o.prompt+c.maxTokens, o.prompt, c.maxTokens))
+	return o, true
+}
+
+func (m *Model) chat(w http.ResponseWriter, body map[string]json.RawMessage) {
+	c, v := m.readChat(body)
+	o, ok := m.admitOpenAI(w, "chat", c, v, func(o outcome) string {
+		return fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.", m.cfg.Window, o.prompt+c.maxTokens, o.prompt, c.maxTokens)
+	})
+	if !ok {
 		return
 	}
 	msg := map[string]any{"role": "assistant", "content": nil}

@@ -114,17 +114,10 @@ func (m *Model) reasoned(k int) bool {
 
 func (m *Model) responses(w http.ResponseWriter, body map[string]json.RawMessage) {
 	c, v := m.readResponses(body)
-	if v != "" {
-		openaiError(w, "invalid_request_error", m.violation("responses", "%s", v))
-		return
-	}
-	o, v := m.decide(c)
-	if v != "" && !o.overflow {
-		openaiError(w, "invalid_request_error", v)
-		return
-	}
-	if v != "" {
-		openaiError(w, "context_length_exceeded", fmt.Sprintf("Your input exceeds the context window of this model (%d + %d > %d).", o.prompt, c.maxTokens, m.cfg.Window))
+	o, ok := m.admitOpenAI(w, "responses", c, v, func(o outcome) string {
+		return fmt.Sprintf("Your input exceeds the context window of this model (%d + %d > %d).", o.prompt, c.maxTokens, m.cfg.Window)
+	})
+	if !ok {
 		return
 	}
 	n := m.Stats().Calls
