@@ -18,7 +18,7 @@ build:
 build-bench: build
 	$(GO) build -buildvcs=auto -o $(BENCH_BIN) ./cmd/ctxd-bench
 
-# Race detector on, every package, real Bleve/chromem-go/bbolt/tokenizer.
+# Race detector on, every package, real Bleve/bbolt/tokenizer.
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)

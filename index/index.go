@@ -218,6 +218,8 @@ type Index struct {
 	// from it between two of them stays true (see dfCache).
 	writes  atomic.Uint64
 	dfCache atomic.Pointer[dfCache]
+
+	load vectorLoad // see vecload.go
 }
 
 var _ memory.Index = (*Index)(nil)
@@ -437,6 +439,7 @@ func (x *Index) Apply(ctx context.Context, b memory.IndexBatch) error {
 		}
 	}
 	x.noteTenants(b.Upserts)
+	x.load.note(b)
 	var wm [8]byte
 	binary.BigEndian.PutUint64(wm[:], b.Watermark)
 	batch.SetInternal(watermarkKey, wm[:])
@@ -457,14 +460,18 @@ func (x *Index) Apply(ctx context.Context, b memory.IndexBatch) error {
 	return nil
 }
 
-// LoadVectors adds msgs to the vector side only. Call it at start-up, before
-// the first Apply, with every vector of the store (Store.ForEachVector), in
-// chunks of any size; then apply the changes after Watermark.
+// LoadVectors adds msgs to the vector side only. Call it at start-up with
+// every vector of the store (Store.ForEachVector), in chunks of any size:
+// before the first Apply, or between BeginVectorLoad and EndVectorLoad while
+// Apply goes on (a message Apply wrote since BeginVectorLoad keeps what
+// Apply wrote).
 func (x *Index) LoadVectors(ctx context.Context, msgs []*memory.Message) error {
 	if x.closed.Load() {
 		return errClosed
 	}
-	if err := x.vec.upsert(msgs); err != nil {
+	x.applyMu.Lock()
+	defer x.applyMu.Unlock()
+	if err := x.vec.upsert(x.load.stale(msgs)); err != nil {
 		return fmt.Errorf("load vectors into index %s: %w", x.dir, err)
 	}
 	return nil

@@ -447,7 +447,7 @@ func TestNoSummariesFilter(t *testing.T) {
 		if got := ids(mustSearch(t, x, q)); !sameSet(got, []string{"orig"}) {
 			t.Errorf("%s, no summaries: ids = %v, want the original only", mode, got)
 		}
-		q.Sessions = []string{"s"} // one session: the vector side scans, it does not ask chromem
+		q.Sessions = []string{"s"} // one session: the filter holds there too
 		if got := ids(mustSearch(t, x, q)); !sameSet(got, []string{"orig"}) {
 			t.Errorf("%s, no summaries in session s: ids = %v", mode, got)
 		}

@@ -85,3 +85,60 @@ func (qq *quantQuery) approx(acc int32, scale, l1 float32) (score, bound float64
 	s := float64(scale)
 	return float64(acc) * s * qq.scale, s*qq.a + float64(l1)*qq.b + quantSlack
 }
+
+// int8Codes writes into codes the int8 codes of vec when vec is exactly
+// float32(code)*scale for some scale, as a vector decoded from the store's
+// int8 record is, and returns that scale. The store's scale is max|v|/127
+// of the vector it encoded; vec's largest element is 127 times it, rounded
+// to float32, so the scale is found within a float32 step of max|vec|/127.
+func int8Codes(vec []float32, codes []int8) (float32, bool) {
+	var mx float64
+	for _, x := range vec {
+		mx = max(mx, math.Abs(float64(x)))
+	}
+	if mx == 0 {
+		clear(codes[:len(vec)])
+		return 0, true
+	}
+	s := float32(mx / 127)
+	for _, c := range [...]float32{s, math.Nextafter32(s, 0), math.Nextafter32(s, math.MaxFloat32)} {
+		if codesOf(vec, c, codes) {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// codesOf writes vec's codes at scale s and reports whether they give vec
+// back exactly.
+func codesOf(vec []float32, s float32, codes []int8) bool {
+	for i, x := range vec {
+		c := math.Round(float64(x) / float64(s))
+		if c < -127 || c > 127 || float32(int8(c))*s != x {
+			return false
+		}
+		codes[i] = int8(c)
+	}
+	return true
+}
+
+// normFactor is what normalize multiplies vec by.
+func normFactor(vec []float32) float64 {
+	var sum float64
+	for _, x := range vec {
+		sum += float64(x) * float64(x)
+	}
+	if sum == 0 || math.Abs(sum-1) < 1e-9 {
+		return 1
+	}
+	return float64(float32(1 / math.Sqrt(sum)))
+}
+
+// l1 is the L1 norm of row.
+func l1(row []float32) float32 {
+	var sum float64
+	for _, x := range row {
+		sum += math.Abs(float64(x))
+	}
+	return float32(sum)
+}

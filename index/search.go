@@ -70,7 +70,9 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	if useVec {
 		go func() {
 			defer close(done)
-			vs, verr = x.vec.search(ctx, &q, n, x.opts.VectorParallelism)
+			if verr = x.load.wait(ctx); verr == nil {
+				vs, verr = x.vec.search(ctx, &q, n, x.opts.VectorParallelism)
+			}
 		}()
 	} else {
 		close(done)

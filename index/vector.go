@@ -13,66 +13,64 @@ import (
 
 	"github.com/ctxd/ctxd/internal/simd"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/philippgille/chromem-go"
 )
 
 // The vector side is in memory, rebuilt from the store at start
-// (LoadVectors): one chromem-go collection per tenant+session holds each
-// session's vectors and answers unfiltered single-session queries (a search
-// in one session). Beside it, the same vectors sit in contiguous per-session
-// arrays that a flat, exact scan reads for everything else: queries across
-// sessions, where chromem-go measured too slow, and filtered ones (context
-// building searches a session's cold originals), where chromem would rank
-// and sort the whole session to filter after. Hybrid search needs
-// the vector side for every query, and the goal is p99 <= 25 ms at 100k documents over 100
-// sessions on 2 cores. Vector search alone, 100-d, top 50, 100k documents
-// over 100 sessions, all sessions (BenchmarkVectorParallelism; the machine
-// was shared, so the p99s are loose):
+// (LoadVectors): each tenant+session's vectors sit in contiguous
+// per-session arrays that a flat, exact scan reads, for a search in one
+// session, across sessions, and filtered (context building searches a
+// session's cold originals). Hybrid search needs the vector side for every
+// query, and the goal is p99 <= 25 ms at 100k documents over 100 sessions
+// on 2 cores. Vector search alone, 100-d, top 50, 100k documents over 100
+// sessions, all sessions (BenchmarkVectorParallelism; the machine was
+// shared, so the p99s are loose):
 //
-//	chromem, collections one after another:  p50 77 ms, p99 133 ms, 3.4 MB/op
-//	chromem, 2 collections at a time:        p50 54 ms, p99 155 ms
-//	chromem, 4 collections at a time:        p50 54 ms, p99 128 ms
-//	flat scan, one after another:            p50 7.0 ms, p99 9.4 ms, 20 kB/op
-//	flat scan, 2 at a time:                  p50 3.7 ms, p99 8.3 ms
-//	flat scan, 4 at a time:                  p50 3.7 ms, p99 7.4 ms
+//	chromem-go, collections one after another:  p50 77 ms, p99 133 ms, 3.4 MB/op
+//	chromem-go, 4 collections at a time:        p50 54 ms, p99 128 ms
+//	flat scan, one after another:               p50 7.0 ms, p99 9.4 ms, 20 kB/op
+//	flat scan, 2 at a time:                     p50 3.7 ms, p99 8.3 ms
 //
-// chromem pushes every document through a channel and starts goroutines per
-// query and per collection, allocates a result per candidate, and can only
-// filter by equality (a set of states, a time range, ids or kinds cannot be
-// asked). The flat scan filters on all of them exactly. In scalar Go its dot
-// product cost ~0.6 ns a dimension (6.9 ms CPU per 100k-row query);
-// unrolling across documents or int8 rows did not help there. In AVX2+FMA
-// assembly (internal/simd) it waits on memory instead: 40 MB of float32 rows
-// per query, ~3 ms CPU on the shared machine. Reading int8 copies of the rows
-// (quant.go: a quarter of the bytes) and rescoring exactly the ~1% of rows
-// that could enter the top n gives the exact result for ~1.5 ms CPU
-// (BenchmarkSearch/100k/cross/vector: 6.9 -> 1.8-2.0 cpu-ms/op). Sign-bit
-// prefiltering with exact rescoring of the best 1,000 kept only 69% of the
-// true top 50 at 100-d (99.6% at 384-d).
-// chromem's persistence was never an option (DEPENDENCIES.md). Within one
-// session (~1,000 documents) chromem's query is a fraction of a millisecond.
+// In scalar Go the dot product cost ~0.6 ns a dimension (6.9 ms CPU per
+// 100k-row query). In AVX2+FMA assembly (internal/simd) it waits on memory
+// instead. Reading int8 rows (quant.go: a quarter of float32's bytes) and
+// rescoring exactly the ~1% of rows that could enter the top n gives the
+// exact result for ~1.5 ms CPU (BenchmarkSearch/100k/cross/vector: 6.9 ->
+// 1.8-2.0 cpu-ms/op).
+//
+// Memory: a row holds only its int8 codes and scales. The stores keep
+// vectors as int8 codes with a scale (boltstore's version 4 records), so
+// the float32 vector a message arrives with is code*scale exactly: those
+// codes are the row's, and the exact float32 row is rebuilt from them for
+// the few rows a query rescores, bit for bit the vector the message had. A
+// vector that is not such a product (another store's float32) keeps its
+// float32 row beside. At 1M 100-d messages that is ~250 B a row where a
+// float32 row, its int8 copy and chromem-go's copy of each document (which
+// once answered single-session queries) were ~1.5 kB.
 
 // collKey names a collection: one per tenant and session, so that a
 // single-session search scans only that session.
 type collKey struct{ tenant, session string }
 
-// collection holds one session's vectors in rows: ids[i], vecs[i*dim:][:dim],
-// codes[i*dim:][:dim] (the int8 copy, see quant.go) with scales[i] and
-// l1s[i], states[i], times[i] and sums[i] (a summary) describe the same
+// collection holds one session's vectors in rows: ids[i],
+// codes[i*dim:][:dim] (int8, see quant.go) with scales[i] (the scan's scale
+// of the normalised row) and l1s[i], src[i] (the scale that rebuilds the
+// message's vector from the codes; negative: the row's float32 is in
+// floats), states[i], times[i] and sums[i] (a summary) describe the same
 // message.
 type collection struct {
-	mu     sync.RWMutex // also serialises chromem writes (Delete races with them)
-	cc     *chromem.Collection
+	mu     sync.RWMutex
 	dim    int
 	ids    []string
-	vecs   []float32
 	codes  []int8
 	scales []float32
 	l1s    []float32
+	src    []float32
+	floats map[string][]float32 // normalised rows of vectors that are not int8 codes times a scale
 	states []memory.State
 	times  []int64 // created_at, Unix nanoseconds
 	sums   []bool  // a summary
 	row    map[string]int
+	tmp    []float32 // put's scratch, under mu
 }
 
 func (c *collection) len() int {
@@ -87,19 +85,16 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 	i, ok := c.row[m.ID]
 	switch {
 	case ok:
-		if vec != nil {
-			copy(c.vecs[i*c.dim:(i+1)*c.dim], vec)
-		}
 	case vec == nil:
 		return
 	default:
 		i = len(c.ids)
 		c.row[m.ID] = i
 		c.ids = append(c.ids, m.ID)
-		c.vecs = append(c.vecs, vec...)
 		c.codes = append(c.codes, make([]int8, c.dim)...)
 		c.scales = append(c.scales, 0)
 		c.l1s = append(c.l1s, 0)
+		c.src = append(c.src, 0)
 		c.states = append(c.states, "")
 		c.times = append(c.times, 0)
 		c.sums = append(c.sums, false)
@@ -107,14 +102,55 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 	c.states[i] = canonicalState(m.State)
 	c.times[i] = unixNano(m.CreatedAt)
 	c.sums[i] = m.IsSummary()
-	row := c.vecs[i*c.dim : (i+1)*c.dim]
-	normalize(row)
-	c.scales[i], c.l1s[i] = quantizeRow(row, c.codes[i*c.dim:(i+1)*c.dim])
-	// chromem keeps the slice it is given: hand it a copy of the row.
-	if err := c.cc.AddDocument(context.Background(), chromem.Document{ID: m.ID, Embedding: slices.Clone(row),
-		Metadata: map[string]string{"state": string(m.State)}}); err != nil {
-		panic(fmt.Sprintf("chromem add %s: %v", m.ID, err)) // only for an empty id or vector, both excluded above
+	if vec == nil {
+		return
 	}
+	codes := c.codes[i*c.dim : (i+1)*c.dim]
+	delete(c.floats, m.ID)
+	if s, ok := int8Codes(vec, codes); ok && int8Rows {
+		// The scan's scale is the normalised row's: normalize multiplies
+		// every element by one factor, so the codes stay the row's (each
+		// element off by float32 rounding, far inside quantSlack).
+		if len(c.tmp) < c.dim {
+			c.tmp = make([]float32, c.dim)
+		}
+		row := c.tmp[:c.dim]
+		c.rebuild(codes, s, row)
+		c.src[i] = s
+		c.scales[i], c.l1s[i] = float32(float64(s)*normFactor(vec)), l1(row)
+		return
+	}
+	row := slices.Clone(vec)
+	normalize(row)
+	if c.floats == nil {
+		c.floats = map[string][]float32{}
+	}
+	c.floats[m.ID] = row
+	c.src[i] = -1
+	c.scales[i], c.l1s[i] = quantizeRow(row, codes)
+}
+
+// int8Rows off keeps every row as float32 (a test's reference).
+var int8Rows = true
+
+// rebuild writes into row the normalised vector of codes with scale s: the
+// float32 vector the message came with (code*scale, as the store decodes
+// it), normalised as every row is.
+func (c *collection) rebuild(codes []int8, s float32, row []float32) {
+	for k, x := range codes {
+		row[k] = float32(x) * s
+	}
+	normalize(row)
+}
+
+// exact returns row i's normalised float32 vector, in buf when it is
+// rebuilt from its codes. c.mu must be held.
+func (c *collection) exact(i int, buf []float32) []float32 {
+	if s := c.src[i]; s >= 0 {
+		c.rebuild(c.codes[i*c.dim:(i+1)*c.dim], s, buf)
+		return buf
+	}
+	return c.floats[c.ids[i]]
 }
 
 // remove deletes a row by moving the last row into its place. c.mu must be
@@ -130,39 +166,27 @@ func (c *collection) remove(id string) {
 		c.states[i] = c.states[last]
 		c.times[i] = c.times[last]
 		c.sums[i] = c.sums[last]
-		copy(c.vecs[i*c.dim:(i+1)*c.dim], c.vecs[last*c.dim:])
 		copy(c.codes[i*c.dim:(i+1)*c.dim], c.codes[last*c.dim:])
-		c.scales[i], c.l1s[i] = c.scales[last], c.l1s[last]
+		c.scales[i], c.l1s[i], c.src[i] = c.scales[last], c.l1s[last], c.src[last]
 		c.row[c.ids[i]] = i
 	}
 	delete(c.row, id)
-	_ = c.cc.Delete(context.Background(), nil, nil, id) // only fails without ids or filters
-	c.ids[last] = ""                                    // let the string go
+	delete(c.floats, id)
+	c.ids[last] = "" // let the string go
 	c.ids, c.states, c.times, c.sums = c.ids[:last], c.states[:last], c.times[:last], c.sums[:last]
-	c.scales, c.l1s = c.scales[:last], c.l1s[:last]
-	c.vecs, c.codes = c.vecs[:last*c.dim], c.codes[:last*c.dim]
+	c.scales, c.l1s, c.src = c.scales[:last], c.l1s[:last], c.src[:last]
+	c.codes = c.codes[:last*c.dim]
 }
 
 // vectors is the vector side: every tenant's sessions' collections.
 type vectors struct {
 	mu       sync.RWMutex
-	db       *chromem.DB
 	byTenant map[string]map[string]*collection // tenant -> session -> collection
 	dim      int                               // length of every vector; 0 until the first
 }
 
 func newVectors() *vectors {
-	return &vectors{db: chromem.NewDB(), byTenant: map[string]map[string]*collection{}}
-}
-
-// chromemName is a collection's name in the chromem DB; \x1f cannot occur
-// in a session id.
-func chromemName(k collKey) string { return k.tenant + "\x1f" + k.session }
-
-// noEmbed refuses to embed: vectors always come with their message, and a
-// nil EmbeddingFunc would make chromem call OpenAI.
-func noEmbed(context.Context, string) ([]float32, error) {
-	return nil, fmt.Errorf("index: vectors come from the store, not from chromem")
+	return &vectors{byTenant: map[string]map[string]*collection{}}
 }
 
 // get returns the collection of k, creating it if create is set.
@@ -178,11 +202,7 @@ func (v *vectors) get(k collKey, create bool) *collection {
 	if c = v.byTenant[k.tenant][k.session]; c != nil {
 		return c
 	}
-	cc, err := v.db.GetOrCreateCollection(chromemName(k), nil, noEmbed)
-	if err != nil {
-		panic(fmt.Sprintf("chromem collection %q: %v", chromemName(k), err)) // in-memory: cannot fail
-	}
-	c = &collection{cc: cc, dim: v.dim, row: map[string]int{}}
+	c = &collection{dim: v.dim, row: map[string]int{}}
 	if v.byTenant[k.tenant] == nil {
 		v.byTenant[k.tenant] = map[string]*collection{}
 	}
@@ -265,7 +285,6 @@ func (v *vectors) reset() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.byTenant = map[string]map[string]*collection{}
-	v.db = chromem.NewDB()
 	v.dim = 0
 }
 
@@ -273,9 +292,6 @@ func (v *vectors) dropSession(k collKey) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	sessions := v.byTenant[k.tenant]
-	if _, ok := sessions[k.session]; ok {
-		_ = v.db.DeleteCollection(chromemName(k)) // in-memory: only fails on disk I/O
-	}
 	delete(sessions, k.session)
 	if len(sessions) == 0 {
 		delete(v.byTenant, k.tenant)
@@ -354,9 +370,6 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 	normalize(qv)
 	f := newVectorFilter(q)
 	cs, sessions := v.collections(q.Tenant, q.Sessions)
-	if len(cs) == 1 && f == nil {
-		return cs[0].query(ctx, qv, sessions[0], n)
-	}
 
 	// Each worker keeps its own best n across the collections it scans; the
 	// workers' bests are merged at the end. Per-collection result lists cost
@@ -408,36 +421,10 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 	return out[:min(n, len(out))], nil
 }
 
-// query asks chromem for the n most similar documents of one session, with
-// no filter: chromem's where clause matches one value of one key, not a set
-// of states or a time range. Filtered queries (context building searches a
-// session's cold states) scan instead: chromem would have to rank and sort
-// the whole session. On a session of 10,000 mostly cold messages that sort
-// was 5 ms of each context call's CPU.
-func (c *collection) query(ctx context.Context, qv []float32, session string, n int) ([]vectorCandidate, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	total := c.cc.Count()
-	if total == 0 {
-		return nil, nil
-	}
-	res, err := c.cc.QueryEmbedding(ctx, qv, min(n, total), nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("chromem query session %s: %w", session, err)
-	}
-	out := make([]vectorCandidate, 0, len(res))
-	for _, r := range res {
-		if _, ok := c.row[r.ID]; ok {
-			out = append(out, vectorCandidate{id: r.ID, session: session, score: float64(r.Similarity)})
-		}
-	}
-	return out, nil
-}
-
 // scanBuf is a scan worker's scratch space, grown as needed.
 type scanBuf struct {
-	scores []float32
-	acc    []int32
+	acc []int32
+	row []float32 // a row rebuilt from its codes
 }
 
 // scanBufs holds the scratch space of scan workers, so that a search does
@@ -464,17 +451,15 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	rows := len(c.ids)
+	if cap(buf.row) < c.dim {
+		buf.row = make([]float32, c.dim)
+	}
+	var exact [1]float32
 	if qq == nil {
-		if cap(buf.scores) < rows {
-			buf.scores = make([]float32, rows)
-		}
-		scores := buf.scores[:rows]
-		// Scoring every row in one call and filtering after beats a call
-		// per row that passes: a row costs ~10 ns in assembly.
-		simd.DotRows(qv, c.vecs, scores)
-		for i, s := range scores {
+		for i := range rows {
 			if f == nil || f.keep(c.ids[i], c.states[i], c.times[i], c.sums[i]) {
-				h.offer(c.ids[i], session, float64(s), n)
+				simd.DotRows(qv, c.exact(i, buf.row[:c.dim]), exact[:])
+				h.offer(c.ids[i], session, float64(exact[0]), n)
 			}
 		}
 		return
@@ -484,8 +469,6 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 	}
 	acc := buf.acc[:rows]
 	simd.DotRowsInt8(qq.codes, c.codes, acc)
-	var exact [1]float32
-	dim := c.dim
 	for i, a := range acc {
 		if len(*h) == n {
 			approx, bound := qq.approx(a, c.scales[i], c.l1s[i])
@@ -496,7 +479,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 		if f != nil && !f.keep(c.ids[i], c.states[i], c.times[i], c.sums[i]) {
 			continue
 		}
-		simd.DotRows(qv, c.vecs[i*dim:(i+1)*dim], exact[:])
+		simd.DotRows(qv, c.exact(i, buf.row[:c.dim]), exact[:])
 		h.offer(c.ids[i], session, float64(exact[0]), n)
 	}
 }

@@ -17,7 +17,14 @@ import (
 // The vector side across sessions must return exactly the brute-force top n
 // (cosine over the stored vectors, after the state and time filters), the
 // same with any number of scan workers and with or without the assembly.
+// Vectors as the store gives them back (int8 codes times a scale) keep no
+// float32 row; others keep theirs.
 func TestCrossSessionVectorScanIsExact(t *testing.T) {
+	t.Run("float32", func(t *testing.T) { testVectorScanIsExact(t, func(v []float32) []float32 { return v }, 0) })
+	t.Run("int8", func(t *testing.T) { testVectorScanIsExact(t, storeRoundTrip, 0.003) })
+}
+
+func testVectorScanIsExact(t *testing.T, stored func([]float32) []float32, apart float32) {
 	const dim, n = 100, 50
 	x := openTest(t, Options{})
 	msgs := newCorpus(11).messages("t", 3000, 30, dim, t0)
@@ -28,11 +35,32 @@ func TestCrossSessionVectorScanIsExact(t *testing.T) {
 	// the quantisation error, which the int8 pass cannot order.
 	for i, m := range msgs[100:400] {
 		v := slices.Clone(hashVec("query0", dim))
-		v[i%dim] += 0.0002 * float32(i+1) // distinct: no exact ties
+		v[i%dim] += apart + 0.0002*float32(i+1) // distinct: no exact ties
 		m.Vector = v
 	}
+	for _, m := range msgs {
+		m.Vector = stored(m.Vector)
+	}
+	// The oracle of int8 rows is the same rows kept as float32 (what the
+	// index held before it kept codes): the same float32 arithmetic, where
+	// the float64 brute force can order a near-tie otherwise.
+	want := func(q *memory.SearchQuery) []string { return bruteForce(msgs, q, n) }
+	if apart > 0 {
+		ref := openTest(t, Options{})
+		int8Rows = false
+		mustApply(t, ref, memory.IndexBatch{Upserts: msgs, Watermark: 1})
+		int8Rows = true
+		want = func(q *memory.SearchQuery) []string { return refSearch(t, ref, q, n) }
+	}
 	mustApply(t, x, memory.IndexBatch{Upserts: msgs, Watermark: 1})
-	checkVectorScan(t, x, msgs, dim, n)
+	checkVectorScan(t, x, msgs, want, dim, n)
+	floats := 0
+	for _, c := range x.vec.byTenant["t"] {
+		floats += len(c.floats)
+	}
+	if isInt8 := apart > 0; isInt8 != (floats == 0) {
+		t.Fatalf("%d rows of %d keep a float32 row (int8 vectors: %v)", floats, len(msgs), isInt8)
+	}
 
 	// Rows move when others are deleted, and change when re-embedded: the
 	// int8 copies must follow.
@@ -40,13 +68,38 @@ func TestCrossSessionVectorScanIsExact(t *testing.T) {
 	kept := slices.Clone(msgs[:200])
 	kept = append(kept, msgs[800:]...)
 	for i, m := range kept[1000:1300] {
-		m.Vector = hashVec(fmt.Sprint("again", i), dim)
+		m.Vector = stored(hashVec(fmt.Sprint("again", i), dim))
 	}
 	mustApply(t, x, memory.IndexBatch{Deletes: deletes, Upserts: kept[1000:1300], Watermark: 2})
-	checkVectorScan(t, x, kept, dim, n)
+	if apart == 0 {
+		want = func(q *memory.SearchQuery) []string { return bruteForce(kept, q, n) }
+	} else {
+		ref := openTest(t, Options{})
+		int8Rows = false
+		mustApply(t, ref, memory.IndexBatch{Upserts: kept, Watermark: 1})
+		int8Rows = true
+		want = func(q *memory.SearchQuery) []string { return refSearch(t, ref, q, n) }
+	}
+	checkVectorScan(t, x, kept, want, dim, n)
 }
 
-func checkVectorScan(t *testing.T, x *Index, msgs []*memory.Message, dim, n int) {
+// refSearch is ref's vector search in Go, one worker.
+func refSearch(t *testing.T, ref *Index, q *memory.SearchQuery, n int) []string {
+	t.Helper()
+	defer func(was bool) { simd.Enabled = was }(simd.Enabled)
+	simd.Enabled = false
+	got, err := ref.vec.search(context.Background(), q, n, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(got))
+	for i, c := range got {
+		ids[i] = c.id
+	}
+	return ids
+}
+
+func checkVectorScan(t *testing.T, x *Index, msgs []*memory.Message, wantOf func(*memory.SearchQuery) []string, dim, n int) {
 	t.Helper()
 	since := t0.Add(1000 * time.Minute)
 	filters := map[string]func(q *memory.SearchQuery){
@@ -60,7 +113,7 @@ func checkVectorScan(t *testing.T, x *Index, msgs []*memory.Message, dim, n int)
 		for i := range 5 {
 			q := memory.SearchQuery{Tenant: "t", Vector: hashVec(fmt.Sprint("query", i), dim), Mode: memory.ModeVector, K: n}
 			filter(&q)
-			want := bruteForce(msgs, &q, n)
+			want := wantOf(&q)
 			for _, useSIMD := range []bool{false, true} {
 				for _, parallel := range []int{1, 2, 4} {
 					if useSIMD && !simd.Enabled {
@@ -88,6 +141,25 @@ func checkVectorScan(t *testing.T, x *Index, msgs []*memory.Message, dim, n int)
 			}
 		}
 	}
+}
+
+// storeRoundTrip is v as boltstore keeps and decodes it: int8 codes with
+// scale max|v|/127.
+func storeRoundTrip(v []float32) []float32 {
+	var mx float64
+	for _, f := range v {
+		mx = max(mx, math.Abs(float64(f)))
+	}
+	scale := float32(mx / 127)
+	out := make([]float32, len(v))
+	for i, f := range v {
+		var c float64
+		if scale > 0 {
+			c = math.Round(float64(f) / float64(scale))
+		}
+		out[i] = float32(int8(max(-127, min(127, c)))) * scale
+	}
+	return out
 }
 
 func msgSession(msgs []*memory.Message, id string) string {

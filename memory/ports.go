@@ -167,6 +167,15 @@ type Index interface {
 	Close() error
 }
 
+// VectorLoader is an Index whose vector side loads while it serves: between
+// BeginVectorLoad and EndVectorLoad, LoadVectors gives way to what Apply
+// writes meanwhile, and searches that need vectors wait for the end. A load
+// that failed (EndVectorLoad with an error) fails those searches.
+type VectorLoader interface {
+	BeginVectorLoad()
+	EndVectorLoad(err error)
+}
+
 // IndexBatch is a set of index updates.
 type IndexBatch struct {
 	Upserts        []*Message // with Vector set

@@ -138,6 +138,13 @@ func (s *Service) Open(ctx context.Context) error {
 	s.cancel, s.closing = cancel, loopCtx.Done()
 	s.wg.Add(1)
 	go s.maintain(loopCtx)
+	s.wg.Add(1)
+	s.bg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.bg.Done()
+		s.ix.loadInBackground(loopCtx)
+	}()
 	s.ready.Store(true)
 	return nil
 }
@@ -238,6 +245,9 @@ func (s *Service) Ready(ctx context.Context) error {
 	}
 	if p := s.ix.lastErr.Load(); p != nil {
 		return Errorf(EUNAVAILABLE, "index is behind the store: %v", *p)
+	}
+	if p := s.ix.loadErr.Load(); p != nil {
+		return Errorf(EUNAVAILABLE, "vectors did not load from the store: %v", *p)
 	}
 	return s.mirrorError()
 }

@@ -99,7 +99,7 @@ func TestEmbedDeterministicUnit(t *testing.T) {
 		if !slices.Equal(a[i], b[i]) {
 			t.Errorf("%q: vectors differ between loads", texts[i])
 		}
-		// chromem-go renormalises anything further than 1e-6 from unit length.
+		// Unit length, as the index ranks by the dot product of unit vectors.
 		if n := norm(a[i]); math.Abs(n-1) > 1e-6 {
 			t.Errorf("%q: norm %v", texts[i], n)
 		}

@@ -135,8 +135,8 @@ func (m *Model) Words() int { return len(m.words) }
 // (empty, only numbers, ids or emoji) gets the model's common direction, which
 // every other vector has been made orthogonal to: its cosine is 0 with every
 // text that has known words and 1 with other such texts. A zero vector would
-// be more honest but chromem-go normalises vectors itself and turns a zero
-// vector into NaNs, which break its top-k ordering.
+// be more honest but ranks nothing (chromem-go, which held the vectors
+// once, even turned it into NaNs), and vectors already stored keep this one.
 func (m *Model) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	for i, text := range texts {
