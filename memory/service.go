@@ -84,8 +84,10 @@ type Service struct {
 	blank        blankVector  // see queryVector
 }
 
-// Open checks the embedding model, brings the index and the cold mirror up
-// to date with the store, and starts the background loops. The service answers only after Open.
+// Open checks the embedding model, brings the index up to date with the
+// store, and starts the background loops. The service answers only after
+// Open; the vectors load and the cold mirror is reconciled with the store
+// while it answers (nothing read whole before it is ready).
 func (s *Service) Open(ctx context.Context) error {
 	if s.Now == nil {
 		s.Now = time.Now
@@ -124,16 +126,6 @@ func (s *Service) Open(ctx context.Context) error {
 	if err := s.ix.open(ctx); err != nil {
 		return err
 	}
-	if err := s.reconcileCold(ctx); err != nil {
-		return err
-	}
-	// Not fatal: a store with a damaged record must still start (verify
-	// names it); the maintain loop purges again.
-	if n, err := s.Purge(ctx, s.Now()); err != nil {
-		s.Logger.Error("purge expired cold chunks at start", "err", err)
-	} else if n > 0 {
-		s.Logger.Info("purged expired cold chunks at start", "count", n)
-	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.closing = cancel, loopCtx.Done()
 	s.wg.Add(1)
@@ -144,6 +136,26 @@ func (s *Service) Open(ctx context.Context) error {
 		defer s.wg.Done()
 		defer s.bg.Done()
 		s.ix.loadInBackground(loopCtx)
+	}()
+	// The mirror is reconciled while the service serves: it reads every
+	// session's cold messages, which grows with the store, and it holds
+	// each session's lock while it works on it. Close waits for it (its
+	// context is not the loops'), so a clean stop leaves the mirror whole.
+	s.wg.Add(1)
+	s.bg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.bg.Done()
+		if err := s.reconcileCold(context.WithoutCancel(ctx)); err != nil {
+			s.mirrorFailed("reconcile the cold mirror with the store at start", err)
+		}
+		// Not fatal: a store with a damaged record must still serve
+		// (verify names it); the maintain loop purges again.
+		if n, err := s.Purge(loopCtx, s.Now()); err != nil && loopCtx.Err() == nil {
+			s.Logger.Error("purge expired cold chunks at start", "err", err)
+		} else if n > 0 {
+			s.Logger.Info("purged expired cold chunks at start", "count", n)
+		}
 	}()
 	s.ready.Store(true)
 	return nil
