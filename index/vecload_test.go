@@ -76,7 +76,8 @@ func TestVectorLoadGivesWayToWrites(t *testing.T) {
 	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{changed, reembedded}, Deletes: deleted, Watermark: 2})
 	mustApply(t, x, memory.IndexBatch{DeleteSessions: []memory.SessionRef{gone}, Watermark: 3})
 	mustApply(t, x, memory.IndexBatch{Upserts: fresh, Watermark: 4}) // some in the session deleted: it starts anew
-	mustLoad(snapshot[300:]) // and the rest, from before the writes
+	// And the rest, read before the writes.
+	mustLoad(snapshot[300:])
 	x.EndVectorLoad(nil)
 	if got, want := <-early, ids(mustSearch(t, ref, q)); !slices.Equal(got, want) {
 		t.Fatalf("search asked during the load:\n got %v\nwant %v", got, want)
