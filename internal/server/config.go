@@ -12,6 +12,7 @@ import (
 	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/boltstore"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 )
@@ -76,6 +77,7 @@ type Config struct {
 	MaxBodyInFlight      int64
 	MaxCompactions       int
 	MaxEmbeds            int
+	DecodeCacheBytes     int
 	DiskReserve          int64
 	DiskReservePct       float64
 	DiskSpare            int64
@@ -137,6 +139,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", 16<<20, "request body bytes handled at once (a body of unknown length counts as --body-limit); a request over it answers 503 with Retry-After, though one body alone is always taken; 0: no cap")
 	fs.IntVar(&c.MaxCompactions, "max-compactions", 2, "compactions running at once across sessions")
 	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
+	fs.IntVar(&c.DecodeCacheBytes, "decode-cache-bytes", boltstore.DefaultDecodeCacheBytes, "bytes of message records kept decoded, in each of the cache's two generations (the decoded messages take about as much again), so that a context call does not decode its window again; 0: none")
 	fs.Int64Var(&c.DiskReserve, "disk-reserve", 256<<20, "refuse new messages (503) while the data dir's disk has less than this many bytes free, or --disk-reserve-pct of it, whichever is smaller")
 	fs.Float64Var(&c.DiskReservePct, "disk-reserve-pct", 0.05, "see --disk-reserve")
 	fs.Int64Var(&c.DiskSpare, "disk-spare", 1<<20, "bytes of a spare file (ctxd.db.spare) kept next to the store and given back when a delete finds the disk full, so sessions can be deleted to free space; 0: none")
@@ -254,6 +257,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max-conns, max-conns-per-ip, max-body-bytes-in-flight: must not be negative")
 	case c.MaxCompactions < 1 || c.MaxEmbeds < 1:
 		return fmt.Errorf("max-compactions, max-embeds: must be at least 1")
+	case c.DecodeCacheBytes < 0:
+		return fmt.Errorf("decode-cache-bytes: must be 0 or more")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("log-format: %q is not text or json", c.LogFormat)
 	case c.BodyLimit < 1024:

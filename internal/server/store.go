@@ -45,6 +45,7 @@ func (m *Main) openStore(ctx context.Context) (_ memory.Store, empty bool, err e
 	if err != nil {
 		return nil, false, err
 	}
+	st.SetDecodeCacheBytes(cfg.DecodeCacheBytes)
 	if !empty {
 		// A new store a start before this one wrote in place of the lost one.
 		if empty, err = storeIsNew(ctx, st); err != nil {

@@ -32,10 +32,10 @@ type decoded struct {
 	m   *memory.Message // never handed out: callers get copies
 }
 
-// decodeCacheBytes bounds each generation by the size of its records (the
-// decoded messages take about as much again): 4 MiB holds the windows of
-// a few dozen busy sessions.
-const decodeCacheBytes = 4 << 20
+// DefaultDecodeCacheBytes bounds each generation by the size of its records
+// (the decoded messages take about as much again): 4 MiB holds the windows
+// of a few dozen busy sessions. See Store.SetDecodeCacheBytes.
+const DefaultDecodeCacheBytes = 4 << 20
 
 func newDecodeCache(limit int) *decodeCache {
 	return &decodeCache{cur: map[string]*decoded{}, prev: map[string]*decoded{}, limitBytes: limit}

@@ -12,8 +12,15 @@ import (
 
 // The cache stays within two generations of its limit while records come
 // and go, and every read decodes to what the record says.
+// A limit of 0 (--decode-cache-bytes=0) keeps nothing.
 func TestDecodeCacheBounded(t *testing.T) {
-	c := newDecodeCache(2000)
+	for _, limit := range []int{2000, 0} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) { testDecodeCacheBounded(t, limit) })
+	}
+}
+
+func testDecodeCacheBounded(t *testing.T, limit int) {
+	c := newDecodeCache(limit)
 	rec := func(i, v int) []byte {
 		b, _ := json.Marshal(&memory.Message{ID: fmt.Sprintf("m%d", i), Content: fmt.Sprintf("v%d", v)})
 		return b
@@ -37,7 +44,7 @@ func TestDecodeCacheBounded(t *testing.T) {
 					size += len(d.raw)
 				}
 			}
-			if size > 2*c.limitBytes {
+			if size > 2*c.limitBytes || (limit == 0 && len(c.cur)+len(c.prev) > 0) {
 				t.Fatalf("cache holds %d bytes of records, limit %d a generation", size, c.limitBytes)
 			}
 		}

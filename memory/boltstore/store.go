@@ -89,7 +89,7 @@ func Open(path string, readOnly bool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, decoded: newDecodeCache(decodeCacheBytes)}
+	s := &Store{db: db, path: path, decoded: newDecodeCache(DefaultDecodeCacheBytes)}
 	if readOnly {
 		return s, nil
 	}
@@ -106,6 +106,12 @@ func Open(path string, readOnly bool) (*Store, error) {
 	}
 	return s, nil
 }
+
+// SetDecodeCacheBytes bounds the cache of decoded message records: each of
+// its two generations holds up to n bytes of records, and the decoded
+// messages take about as much again; 0 keeps none (every read decodes).
+// Call it before the store is used.
+func (s *Store) SetDecodeCacheBytes(n int) { s.decoded = newDecodeCache(n) }
 
 // Close closes the file.
 func (s *Store) Close() error { return s.db.Close() }
