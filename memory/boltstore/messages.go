@@ -291,30 +291,60 @@ func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
 // ForEachVector calls fn for every message with a vector, with the fields
 // the vector index needs (no content), read from the vector records alone.
 // A damaged vector record is skipped and given to damaged: see below.
+//
+// It reads vectorChunk records a read transaction: the server loads its
+// vectors this way while it serves, and one transaction over a million
+// records held off every write that had to grow the file (bbolt remaps
+// only once no read transaction is open) for as long as the load took. So
+// the visit is not one snapshot: a record written meanwhile may or may not
+// be visited (the index's load gives way to writes; see index.vectorLoad).
 func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error, damaged func(*memory.DamagedRecord)) error {
-	return s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketVectors).ForEach(func(k, v []byte) error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			m, err := decodeVectorRecord(string(k), v)
-			var d *memory.DamagedRecord
-			if errors.As(err, &d) {
-				// Skipped rather than failing the start-up that loads
-				// vectors: the message then has none, which verify reports
-				// (vector_missing) and --repair embeds again.
-				if damaged != nil {
-					damaged(d)
+	var after []byte // the last key visited
+	for {
+		n := 0
+		err := s.view(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketVectors).Cursor()
+			k, v := c.First()
+			if after != nil {
+				if k, v = c.Seek(after); bytes.Equal(k, after) {
+					k, v = c.Next()
 				}
-				return nil
 			}
-			if err != nil {
-				return err
+			for ; k != nil && n < vectorChunk; k, v = c.Next() {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				n++
+				after = append(after[:0], k...)
+				m, err := decodeVectorRecord(string(k), v)
+				var d *memory.DamagedRecord
+				if errors.As(err, &d) {
+					// Skipped rather than failing the start-up that loads
+					// vectors: the message then has none, which verify reports
+					// (vector_missing) and --repair embeds again.
+					if damaged != nil {
+						damaged(d)
+					}
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if err := fn(m); err != nil {
+					return err
+				}
 			}
-			return fn(m)
+			return nil
 		})
-	})
+		if err != nil || n < vectorChunk {
+			return err
+		}
+	}
 }
+
+// vectorChunk is how many vector records ForEachVector reads in one
+// transaction.
+var vectorChunk = 10_000
 
 // ForEachMessage calls fn for every message of every tenant, with its vector.
 func (s *Store) ForEachMessage(ctx context.Context, fn func(*memory.Message) error) error {
