@@ -2,7 +2,8 @@
 // token counts, the budget that turns a window's size into a state, the
 // compaction engine, cold storage and recovery, the window builder that
 // answers a context call, search, edits, the gateway's conversation
-// matching, and the offline admin verbs. It imports no storage, index,
+// matching. The offline admin verbs (verify, repair, reindex, export,
+// import) are memory/admin, on the same ports. It imports no storage, index,
 // HTTP or model library (only scoring, for relevance): the adapters
 // implement its interfaces, and internal/server wires them into a Service.
 //
@@ -65,9 +66,10 @@
 //     figures per session, and over a tenant's sessions). httpapi speaks the providers' wire formats.
 //   - Events and history: events.go, history.go (the event log read back as
 //     typed series for the dashboard).
-//   - Admin (offline, on a closed server's data dir): admin.go, verify.go,
-//     repair.go, export.go, import.go, portable.go (the export format),
-//     reindex.go.
+//   - Admin, offline on a closed server's data dir, is its own package,
+//     memory/admin (verify, repair, reindex, export, import and the export
+//     format); it reaches the domain through exported helpers: CatchUpIndex,
+//     RebuildIndex, ScanMessages, CompareMirror, Mirrored, VisitSessions.
 //
 // # A write
 //

@@ -311,7 +311,7 @@ func (b *windowBuilder) logAnswerOnly(msgs []*Message) {
 	now := b.s.Now().UTC()
 	for _, m := range msgs {
 		b.s.event("recoveries", map[string]any{"tenant": b.sess.Tenant, "session": b.sess.ID, "chunk": m.ID,
-			"score": b.scores[m.ID].Total, "prompt": truncate(b.req.Prompt, maxPromptAtDrop), "tokens": m.Tokens,
+			"score": b.scores[m.ID].Total, "prompt": Truncate(b.req.Prompt, maxPromptAtDrop), "tokens": m.Tokens,
 			"at": now, "answer_only": true})
 	}
 }
@@ -375,7 +375,7 @@ func (s *Service) recoverLocked(ctx context.Context, tenant, sessionID string, i
 	}
 	for _, m := range changed {
 		s.event("recoveries", map[string]any{"tenant": tenant, "session": sessionID, "chunk": m.ID,
-			"score": scores[m.ID], "prompt": truncate(prompt, maxPromptAtDrop), "tokens": m.Tokens, "at": now})
+			"score": scores[m.ID], "prompt": Truncate(prompt, maxPromptAtDrop), "tokens": m.Tokens, "at": now})
 	}
 	// The mirror is not rewritten here: it lists what went cold since the
 	// last purge, and a recovered original is still kept, so its line stays
