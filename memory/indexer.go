@@ -139,22 +139,26 @@ func (ix *indexer) open(ctx context.Context) error {
 	return ix.catchUp(ctx, start)
 }
 
-// loadInBackground loads the vectors open left to load, if any.
-func (ix *indexer) loadInBackground(ctx context.Context) {
+// loadInBackground loads the vectors open left to load, if any, and
+// returns why they did not load.
+func (ix *indexer) loadInBackground(ctx context.Context) error {
 	if ix.loader == nil {
-		return
+		return nil
 	}
 	start := time.Now()
 	err := ix.loadVectors(ctx)
-	ix.loader.EndVectorLoad(err)
 	if err != nil {
 		ix.loadErr.Store(&err)
+	}
+	ix.loader.EndVectorLoad(err)
+	if err != nil {
 		if ctx.Err() == nil {
-			ix.log.Error("vectors did not load: vector and hybrid search fail until a restart", "err", err)
+			ix.log.Error("vectors did not load: vector and hybrid search fail", "err", err)
 		}
-		return
+		return err
 	}
 	ix.log.Info("vectors loaded", "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // catchUp replays the changes the index lacks, rebuilding it from the store

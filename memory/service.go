@@ -82,6 +82,7 @@ type Service struct {
 	mirror       mirrorHealth
 	nextExpiry   atomic.Int64 // unix ns of the earliest cold retention the last purge saw; 0: none
 	blank        blankVector  // see queryVector
+	failed       chan error   // see Failed
 }
 
 // Open checks the embedding model, brings the index up to date with the
@@ -130,12 +131,15 @@ func (s *Service) Open(ctx context.Context) error {
 	s.cancel, s.closing = cancel, loopCtx.Done()
 	s.wg.Add(1)
 	go s.maintain(loopCtx)
+	s.failed = make(chan error, 1)
 	s.wg.Add(1)
 	s.bg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.bg.Done()
-		s.ix.loadInBackground(loopCtx)
+		if err := s.ix.loadInBackground(loopCtx); err != nil && loopCtx.Err() == nil {
+			s.failed <- err
+		}
 	}()
 	// The mirror is reconciled while the service serves: it reads every
 	// session's cold messages, which grows with the store, and it holds
@@ -263,6 +267,11 @@ func (s *Service) Ready(ctx context.Context) error {
 	}
 	return s.mirrorError()
 }
+
+// Failed receives the error that stops the service after Open: the
+// vectors did not load from the store (a damaged store file), which before
+// they loaded after Open refused the start. The owner stops the process.
+func (s *Service) Failed() <-chan error { return s.failed }
 
 // Started reports whether Open has finished: before that no request is served.
 func (s *Service) Started() bool { return s.ready.Load() }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -110,7 +111,7 @@ func appendTo(t *testing.T, path, s string) {
 // The outcomes a damage case may have; silence is none of them.
 const (
 	outRepaired = "repaired at start" // the server starts, says so in its log, and verify is clean after
-	outRefused  = "refused"           // the server does not start, and its log names the damage
+	outRefused  = "refused"           // the server does not start (or stops once it finds the damage loading vectors), and its log names the damage
 	outReported = "reported"          // the server starts, serves the rest, and verify names the damage
 	// outTolerated: the damage touched nothing acknowledged (the event
 	// logs are an audit trail the server appends to): the server starts,
@@ -310,6 +311,11 @@ func TestCorruptionMatrix(t *testing.T) {
 func runMatrixCase(t *testing.T, dir string, seed *matrixSeed, tc matrixCase) string {
 	t.Helper()
 	b, err := runBinary(t, dir)
+	if err == nil {
+		// The vectors load after the server listens: a store too damaged
+		// to read them stops it then, as it refused to start before.
+		err = b.vectorsLoaded(t)
+	}
 	if err != nil {
 		if strings.Contains(b.Log(), "panic:") {
 			t.Fatalf("ctxd serve panicked:\n%s", b.Log())
@@ -376,6 +382,28 @@ func runMatrixCase(t *testing.T, dir string, seed *matrixSeed, tc matrixCase) st
 
 // ready is a client of b once /readyz answers 200 (start-up work such as an
 // index rebuild runs before), failing the test after a minute.
+// vectorsLoaded waits until the log says the vectors loaded, and returns
+// the process's exit error if it stopped instead.
+func (b *liveBinary) vectorsLoaded(t *testing.T) error {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(b.Log(), `msg="vectors loaded"`) {
+		select {
+		case <-b.done:
+			if err := b.cmd.Wait(); err != nil {
+				return err
+			}
+			return errors.New("ctxd serve exited")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vectors neither loaded nor failed; log:\n%s", b.Log())
+		}
+		time.Sleep(50 * time.Millisecond) // polling the log the test reads, not a guess
+	}
+	return nil
+}
+
 func (b *liveBinary) ready(t *testing.T, dir string) *testServer {
 	t.Helper()
 	c := b.client(t, dir)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"log"
 	"log/slog"
 	"os"
@@ -44,9 +45,16 @@ func newServeCmd() *cobra.Command {
 			if err := m.Run(ctx, nil); err != nil {
 				return err
 			}
-			<-ctx.Done()
-			m.Logger.Info("shutting down")
-			return m.Close()
+			select {
+			case <-ctx.Done():
+				m.Logger.Info("shutting down")
+				return m.Close()
+			case err := <-m.Failed():
+				// As a start that met the damage refused to: the log and
+				// the exit status name it.
+				m.Logger.Error("stopping: the server cannot go on", "err", err)
+				return errors.Join(err, m.Close())
+			}
 		},
 	}
 	server.BindFlags(cmd.Flags(), &cfg)

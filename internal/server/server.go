@@ -179,6 +179,10 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	return nil
 }
 
+// Failed receives the error that stops a server after Run returned (see
+// memory.Service.Failed); the caller closes it and exits with the error.
+func (m *Main) Failed() <-chan error { return m.Service.Failed() }
+
 // OpenEmbedder opens the embedder the config names: the embedded GloVe
 // model, or an OpenAI-compatible API (the admin verbs embed with it too).
 func (m *Main) OpenEmbedder(ctx context.Context) (memory.Embedder, error) {
