@@ -134,7 +134,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	res, err := b.build(ctx)
 	if err == nil {
 		res.WouldCompact = wouldCompact
-		s.noteWindow(layoutKey(tenant, sessionID), res, req.Preview, b.layout)
+		s.noteWindow(layoutKey(tenant, sessionID), res, req.Preview, b)
 	}
 	if err != nil || len(res.Recovered) == 0 || req.Preview {
 		return res, err
@@ -178,6 +178,7 @@ type windowBuilder struct {
 	promptStored bool
 	orig         map[string]*Message // messages a tool loop's window may show, by id
 	layout       *loopLayout         // the layout this window leaves for the next call
+	chatFrom     uint64              // where a conversation window's stable part starts (window_chat.go)
 }
 
 func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req ContextRequest) (*windowBuilder, error) {
