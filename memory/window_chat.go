@@ -135,8 +135,10 @@ func (b *windowBuilder) buildChat(ctx context.Context) (res *ContextResult, ok b
 		}
 	}
 	if at < 0 || len(recalled) == 0 {
+		b.chatUntil = len(res.Messages)
 		return res, true, nil
 	}
+	b.chatUntil = at
 	res.Messages = append(append(kept[:at:at], recalled...), kept[at:]...)
 	return res, true, nil
 }

@@ -41,8 +41,9 @@ func TestChatWindowRecallsBeforeTheNewestInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next.StablePrefix < n-2 {
-		t.Fatalf("stable prefix %d of the next window, want the %d messages before the recall block", next.StablePrefix, n-2)
+	if w.StableUntil != n-2 || next.StablePrefix < n-2 {
+		t.Fatalf("stable until %d, then a stable prefix %d of the next window: want the %d messages before the recall block",
+			w.StableUntil, next.StablePrefix, n-2)
 	}
 	for i := range n - 2 {
 		if !sameMessage(w.Messages[i], next.Messages[i]) {
@@ -115,8 +116,9 @@ func TestChatWindowCutsALargeWorkingWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next.StablePrefix < stable {
-		t.Fatalf("stable prefix %d of the next window, want the %d messages of the stable part", next.StablePrefix, stable)
+	if w.StableUntil != stable || next.StablePrefix < stable {
+		t.Fatalf("stable until %d, then a stable prefix %d of the next window: want the %d messages of the stable part",
+			w.StableUntil, next.StablePrefix, stable)
 	}
 	for i := range stable {
 		if !sameMessage(w.Messages[i], next.Messages[i]) {
