@@ -193,7 +193,7 @@ func New(svc *memory.Service, opts Options) *Server {
 	// hold its stream open.
 	mcpBody := body
 	if s.work != nil {
-		mw, body = append(mw, s.limitWork), append(body, s.limitWork)
+		mw, body = append(mw, s.limitWork), append(body, s.limitWorkAfterBody)
 	}
 	v1.GET("/sessions", s.listSessions, mw...)
 	v1.PUT("/sessions/:id", s.putSession, body...)

@@ -112,22 +112,41 @@ func (s slotWaiter) Wait() func() {
 	return s.w.retake
 }
 
-// limitWork runs a request when it gets a slot. Its body is read first: a
-// client sending slowly must not hold a slot others could work in. The
-// handler reads the same bytes, and the same error, from the copy.
+// limitWork runs a request when it gets a slot.
 func (s *Server) limitWork(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r := c.Request()
-		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-			b, err := readBody(r)
-			r.Body = readCloser{io.MultiReader(bytes.NewReader(b), errReader{err})}
-		}
 		if err := s.work.acquire(c); err != nil {
 			return err
 		}
 		defer s.work.release()
+		r := c.Request()
 		c.SetRequest(r.WithContext(memory.NewContextWithWaiter(r.Context(), slotWaiter{s.work})))
 		return next(c)
+	}
+}
+
+// limitWorkAfterBody is limitWork for a route that reads a body: the body
+// is read first, as far as it goes (limitBody caps it), so that a client
+// sending slowly holds no slot others could work in. The handler reads the
+// same bytes, then the same error, from the copy.
+func (s *Server) limitWorkAfterBody(next echo.HandlerFunc) echo.HandlerFunc {
+	work := s.limitWork(next)
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+			var b []byte
+			var err error
+			if r.ContentLength > 0 {
+				b = make([]byte, r.ContentLength)
+				var n int
+				n, err = io.ReadFull(r.Body, b)
+				b = b[:n]
+			} else {
+				b, err = io.ReadAll(r.Body)
+			}
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(b), errReader{err})}
+		}
+		return work(c)
 	}
 }
 
