@@ -115,7 +115,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 		return nil, err
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := s.lockSession(tenant, sessionID)
+	unlock := s.lockSession(ctx, tenant, sessionID)
 	defer unlock()
 	sess, err := s.Store.Session(ctx, tenant, sessionID)
 	if err != nil {
