@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/index"
+	"github.com/ctxd/ctxd/index/openai"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -106,7 +107,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.EmbedURL, "embed-url", "", "OpenAI-compatible embeddings endpoint (e.g. http://127.0.0.1:11434/v1); empty: the built-in GloVe model. Key from CTXD_EMBED_API_KEY or OPENAI_API_KEY")
 	fs.StringVar(&c.EmbedModel, "embed-model", "text-embedding-3-small", "embedding model name at --embed-url")
 	fs.IntVar(&c.EmbedDim, "embed-dim", 0, "embedding dimension at --embed-url (0: ask the endpoint at start)")
-	fs.IntVar(&c.EmbedBatch, "embed-batch", 64, "texts per embeddings request")
+	fs.IntVar(&c.EmbedBatch, "embed-batch", openai.DefaultBatchSize, "texts per embeddings request (at most 512 KiB of text each)")
 	fs.DurationVar(&c.EmbedTimeout, "embed-timeout", 30*time.Second, "timeout of one embeddings request")
 	fs.BoolVar(&c.Reembed, "reembed", false, "re-embed every stored message when the data dir was embedded by another model")
 	fs.BoolVar(&c.AllowEmptyStore, "allow-empty-store", false, "start with a missing or empty store even though the data dir's index or cold mirror holds data (otherwise start refuses: the store was lost)")
