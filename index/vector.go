@@ -370,6 +370,10 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 	normalize(qv)
 	f := newVectorFilter(q)
 	cs, sessions := v.collections(q.Tenant, q.Sessions)
+	// One session, no filter: chromem-go answered these before the index
+	// kept int8 rows, and its sums (one float32 at a time, in order) are
+	// kept, so that fused rankings stay as they were to the last bit.
+	inOrder := len(cs) == 1 && f == nil
 
 	// Each worker keeps its own best n across the collections it scans; the
 	// workers' bests are merged at the end. Per-collection result lists cost
@@ -393,7 +397,7 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 			if j >= len(cs) || ctx.Err() != nil {
 				return
 			}
-			cs[j].scan(qv, qq, f, sessions[j], &tops[w], n, buf)
+			cs[j].scan(qv, qq, f, sessions[j], &tops[w], n, buf, inOrder)
 		}
 	}
 	if workers == 1 {
@@ -447,7 +451,7 @@ func (h *minHeap) offer(id, session string, s float64, n int) {
 // qv. With qq (the quantised qv) it reads the int8 rows and scores exactly
 // only the rows that could enter h (see quant.go); without, it scores every
 // row exactly. Both give the same h.
-func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session string, h *minHeap, n int, buf *scanBuf) {
+func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session string, h *minHeap, n int, buf *scanBuf, inOrder bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	rows := len(c.ids)
@@ -458,7 +462,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 	if qq == nil {
 		for i := range rows {
 			if f == nil || f.keep(c.ids[i], c.states[i], c.times[i], c.sums[i]) {
-				simd.DotRows(qv, c.exact(i, buf.row[:c.dim]), exact[:])
+				c.dot(qv, c.exact(i, buf.row[:c.dim]), exact[:], inOrder)
 				h.offer(c.ids[i], session, float64(exact[0]), n)
 			}
 		}
@@ -479,9 +483,23 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 		if f != nil && !f.keep(c.ids[i], c.states[i], c.times[i], c.sums[i]) {
 			continue
 		}
-		simd.DotRows(qv, c.exact(i, buf.row[:c.dim]), exact[:])
+		c.dot(qv, c.exact(i, buf.row[:c.dim]), exact[:], inOrder)
 		h.offer(c.ids[i], session, float64(exact[0]), n)
 	}
+}
+
+// dot writes into out[0] the dot product of qv and row: added in order
+// with inOrder (see search), else as simd adds.
+func (c *collection) dot(qv, row, out []float32, inOrder bool) {
+	if !inOrder {
+		simd.DotRows(qv, row, out)
+		return
+	}
+	var s float32
+	for i := range qv {
+		s += qv[i] * row[i]
+	}
+	out[0] = s
 }
 
 // minHeap keeps the best n rows seen, the worst of them on top. Hand-written

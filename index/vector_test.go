@@ -204,3 +204,37 @@ func bruteForce(msgs []*memory.Message, q *memory.SearchQuery, n int) []string {
 	}
 	return ids
 }
+
+// A search in one session without a filter scores as chromem-go did, which
+// answered those before: the float32 products added in order, to the bit.
+func TestOneSessionScoresAddInOrder(t *testing.T) {
+	const dim = 100
+	x := openTest(t, Options{})
+	msgs := newCorpus(5).messages("t", 200, 1, dim, t0)
+	for _, m := range msgs {
+		m.Vector = storeRoundTrip(m.Vector)
+	}
+	mustApply(t, x, memory.IndexBatch{Upserts: msgs, Watermark: 1})
+	q := memory.SearchQuery{Tenant: "t", Sessions: []string{msgs[0].SessionID}, Vector: hashVec("q", dim), Mode: memory.ModeVector, K: 20}
+	got, err := x.vec.search(context.Background(), &q, 20, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qv := slices.Clone(q.Vector)
+	normalize(qv)
+	byID := map[string]*memory.Message{}
+	for _, m := range msgs {
+		byID[m.ID] = m
+	}
+	for _, c := range got {
+		row := slices.Clone(byID[c.id].Vector)
+		normalize(row)
+		var want float32
+		for i := range qv {
+			want += qv[i] * row[i]
+		}
+		if c.score != float64(want) {
+			t.Fatalf("%s: score %v, want %v (added in order)", c.id, c.score, want)
+		}
+	}
+}
