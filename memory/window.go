@@ -104,7 +104,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if req.MaxTokens < 0 || req.MaxTokens > maxContextTokens {
 		return nil, Errorf(EINVALID, "max_tokens: %d is outside 1..%d", req.MaxTokens, maxContextTokens)
 	}
-	if err := s.catchUp(ctx); err != nil {
+	if err := s.catchUp(ctx, []string{sessionID}); err != nil {
 		return nil, err
 	}
 	tenant := TenantFromContext(ctx)
