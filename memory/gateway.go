@@ -198,10 +198,26 @@ func (g *Gateway) loadRatio(ctx context.Context, tenant, session string) {
 	g.ratios[key] = min(sess.Calibration, maxRatio)
 }
 
-func (g *Gateway) lock(tenant, id string) func() {
+// lock serializes the gateway's calls on a session: on this node, then,
+// on a store that other nodes share, across nodes (SessionLocker). The
+// node's own lock comes first, so that one node's calls queue in memory and
+// hold at most one of the database's lock connections between them.
+func (g *Gateway) lock(ctx context.Context, tenant, id string) (func(), error) {
 	mu := &g.locks[stripe(tenant, id, len(g.locks))]
 	mu.Lock()
-	return mu.Unlock
+	sl, ok := g.s.Store.(SessionLocker)
+	if !ok {
+		return mu.Unlock, nil
+	}
+	unlock, err := sl.LockSession(ctx, tenant, id)
+	if err != nil {
+		mu.Unlock()
+		return nil, err
+	}
+	return func() {
+		unlock()
+		mu.Unlock()
+	}, nil
 }
 
 // GatewaySessionID names the session of a gateway call: the name the
@@ -323,7 +339,10 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 		return nil, Errorf(EINVALID, "messages: only tool results, and the calls they answer are not in the history: there is no conversation to send")
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := g.lock(tenant, req.Session)
+	unlock, err := g.lock(ctx, tenant, req.Session)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 	window, enc, setWindow, err := g.window(ctx, req.Session, req.ContextWindow)
 	if err != nil {
@@ -560,7 +579,10 @@ func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Messa
 		return "", nil
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := g.lock(tenant, session)
+	unlock, err := g.lock(ctx, tenant, session)
+	if err != nil {
+		return "", err
+	}
 	defer unlock()
 	before := g.version(ctx, tenant, session)
 	res, err := g.s.Append(ctx, session, []*Message{answer})
@@ -622,7 +644,10 @@ func (g *Gateway) SaveNotes(ctx context.Context, session string, notes []string)
 	if len(msgs) == 0 {
 		return nil
 	}
-	unlock := g.lock(tenant, session)
+	unlock, err := g.lock(ctx, tenant, session)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	before := g.version(ctx, tenant, session)
 	if _, err := g.s.Append(ctx, session, msgs); err != nil {

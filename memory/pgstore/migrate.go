@@ -89,6 +89,14 @@ var migrations = []string{
 		at timestamptz NOT NULL,
 		allowed boolean NOT NULL
 	);`,
+	// 4: a row per gateway session that the gateway's calls lock (FOR
+	// UPDATE), so that two nodes' calls of one session take turns: the
+	// session's own row cannot be it, the writes inside a call lock that.
+	`CREATE TABLE session_locks (
+		tenant text COLLATE "C" NOT NULL,
+		session_id text COLLATE "C" NOT NULL,
+		PRIMARY KEY (tenant, session_id)
+	);`,
 }
 
 // SchemaVersion is the schema version this binary writes.
