@@ -381,3 +381,13 @@ type SessionLocker interface {
 	// the func that releases it; EUNAVAILABLE when the wait runs too long.
 	LockSession(ctx context.Context, tenant, id string) (unlock func(), err error)
 }
+
+// LayoutStore is a shared store that keeps each session's last window
+// layout (window_shared.go), so that whichever node builds a session's next
+// window extends the same one. The layout is opaque to the store.
+type LayoutStore interface {
+	// Layout is the session's stored layout; nil and no error when none.
+	Layout(ctx context.Context, tenant, session string) ([]byte, error)
+	PutLayout(ctx context.Context, tenant, session string, layout []byte) error
+}
+

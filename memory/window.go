@@ -134,7 +134,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	res, err := b.build(ctx)
 	if err == nil {
 		res.WouldCompact = wouldCompact
-		s.noteWindow(layoutKey(tenant, sessionID), res, req.Preview, b.layout)
+		s.noteWindow(ctx, tenant, sessionID, b.prev, res, req.Preview, b.layout)
 	}
 	if err != nil || len(res.Recovered) == 0 || req.Preview {
 		return res, err
@@ -162,6 +162,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 type windowBuilder struct {
 	s       *Service
 	sess    *Session
+	prev    *layoutEntry // the session's last window (window_stable.go)
 	pol     Policy
 	req     ContextRequest
 	window  []*Message
@@ -193,6 +194,7 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 	if b.window, err = s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{States: []State{StateActive, StateRecovered}, Vectors: true}); err != nil {
 		return nil, err
 	}
+	b.prev = s.layout(ctx, sess.Tenant, sess.ID)
 	sort.SliceStable(b.window, func(i, j int) bool { return b.window[i].Position() < b.window[j].Position() })
 	// A unit missing part of its tool group (an older store, or a crash
 	// between writes) cannot be sent: leave it out of every level.

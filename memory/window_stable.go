@@ -27,6 +27,7 @@ import (
 // restart (one cache miss, which the provider's cache expiry would mostly
 // have caused anyway), and persisting it would add a write to every call
 // that changes it. It is rebuilt the same way from the same history.
+// Several nodes on a shared store are the exception (window_shared.go).
 
 // LoopFillPct is the share of max_tokens a tool loop's window fills when it
 // is built afresh; the rest is room to grow, call after call, with the
@@ -132,12 +133,12 @@ func contentHash(s string) uint64 {
 
 // noteWindow sets res.StablePrefix against the session's previous window and
 // (unless a preview) keeps this one's keys for the next call.
-func (s *Service) noteWindow(key string, res *ContextResult, preview bool, layout *loopLayout) {
+func (s *Service) noteWindow(ctx context.Context, tenant, session string, prev *layoutEntry, res *ContextResult, preview bool, layout *loopLayout) {
 	keys := make([]uint64, len(res.Messages))
 	for i, wm := range res.Messages {
 		keys[i] = messageKey(wm.Message)
 	}
-	if prev := s.layouts.get(key); prev != nil {
+	if prev != nil {
 		n := 0
 		for n < len(keys) && n < len(prev.keys) && keys[n] == prev.keys[n] {
 			n++
@@ -145,7 +146,7 @@ func (s *Service) noteWindow(key string, res *ContextResult, preview bool, layou
 		res.StablePrefix = n
 	}
 	if !preview {
-		s.layouts.put(key, &layoutEntry{keys: keys, layout: layout})
+		s.putLayout(ctx, tenant, session, &layoutEntry{keys: keys, layout: layout})
 	}
 }
 

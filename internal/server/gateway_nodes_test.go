@@ -58,6 +58,13 @@ func (s meetingStore) Messages(ctx context.Context, tenant, id string, q memory.
 // index and service, its reads of messages meeting the other node's.
 func gatewayNode(t *testing.T, dsn string, m *meeting) *memory.Gateway {
 	t.Helper()
+	return memory.NewGateway(serviceNode(t, dsn, func(st *pgstore.Store) memory.Store { return meetingStore{st, m} }))
+}
+
+// serviceNode is a node's service on the database dsn, with its own
+// connections and index; wrap (optional) stands between it and the store.
+func serviceNode(t *testing.T, dsn string, wrap func(*pgstore.Store) memory.Store) *memory.Service {
+	t.Helper()
 	ctx := context.Background()
 	st, err := pgstore.Open(ctx, dsn, pgstore.Options{})
 	if err != nil {
@@ -72,7 +79,11 @@ func gatewayNode(t *testing.T, dsn string, m *meeting) *memory.Gateway {
 		t.Fatal(err)
 	}
 	tok := tokenizer.New()
-	svc := &memory.Service{Store: meetingStore{st, m}, Index: idx, Embedder: emb, Tokenizer: tok,
+	var store memory.Store = st
+	if wrap != nil {
+		store = wrap(st)
+	}
+	svc := &memory.Service{Store: store, Index: idx, Embedder: emb, Tokenizer: tok,
 		Summarizer: summarize.NewExtractive(tok, emb), SharedStore: true, Now: servertest.Clock(servertest.Epoch)}
 	if err := svc.Open(ctx); err != nil {
 		t.Fatal(err)
@@ -83,7 +94,7 @@ func gatewayNode(t *testing.T, dsn string, m *meeting) *memory.Gateway {
 		idx.Close()
 		st.Close()
 	})
-	return memory.NewGateway(svc)
+	return svc
 }
 
 // Two calls of one gateway session at once on two nodes take turns through

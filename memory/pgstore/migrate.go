@@ -97,6 +97,16 @@ var migrations = []string{
 		session_id text COLLATE "C" NOT NULL,
 		PRIMARY KEY (tenant, session_id)
 	);`,
+	// 5: each session's last window layout, so that the node that builds
+	// its next window extends the same one (memory's window_shared.go).
+	// UNLOGGED: a hint for the provider's prompt cache, which a crash
+	// that empties it costs one window built afresh a session.
+	`CREATE UNLOGGED TABLE window_layouts (
+		tenant text COLLATE "C" NOT NULL,
+		session_id text COLLATE "C" NOT NULL,
+		body bytea NOT NULL,
+		PRIMARY KEY (tenant, session_id)
+	);`,
 }
 
 // SchemaVersion is the schema version this binary writes.
