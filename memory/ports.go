@@ -390,4 +390,3 @@ type LayoutStore interface {
 	Layout(ctx context.Context, tenant, session string) ([]byte, error)
 	PutLayout(ctx context.Context, tenant, session string, layout []byte) error
 }
-
