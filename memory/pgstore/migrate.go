@@ -107,6 +107,19 @@ var migrations = []string{
 		body bytea NOT NULL,
 		PRIMARY KEY (tenant, session_id)
 	);`,
+	// 6: the event log (compactions, drops, recoveries...), which every
+	// node writes and any reads back: a node's own files showed a client
+	// only the events of the node it happened to ask. UNLOGGED, as the
+	// embedded log's lines are not fsynced: they explain, nothing is
+	// rebuilt from them. The newest KeepEvents of a stream are kept.
+	`CREATE UNLOGGED TABLE events (
+		tenant text COLLATE "C" NOT NULL,
+		stream text COLLATE "C" NOT NULL,
+		id bigint GENERATED ALWAYS AS IDENTITY,
+		body bytea NOT NULL,
+		PRIMARY KEY (tenant, stream, id)
+	);
+	CREATE INDEX events_by_stream ON events (stream, id);`,
 }
 
 // SchemaVersion is the schema version this binary writes.
