@@ -38,7 +38,7 @@ import (
 // buildBatch is how many messages one step of the build reads and indexes
 // while it holds the indexer's lock (a request's own session waits at most
 // one step). A variable so that tests can take smaller steps.
-var buildBatch = changeBatch
+var buildBatch = ChangeBatch
 
 // beforeBuildStep runs before each step of the background build; tests
 // hold the build there.
@@ -80,7 +80,7 @@ func (ix *indexer) fresh(wm, last uint64) (bool, error) {
 func (ix *indexer) startBuild(ctx context.Context, last uint64) error {
 	var b buildState
 	var total int64
-	err := visitSessions(ctx, ix.store, func(s *Session) error {
+	err := VisitSessions(ctx, ix.store, func(s *Session) error {
 		b.sessions = append(b.sessions, sessionKey{s.Tenant, s.ID})
 		c := s.Counts
 		total += int64(c.Active + c.Summarized + c.Dropped + c.Recovered)
@@ -195,7 +195,7 @@ func (ix *indexer) buildSessions(ctx context.Context, tenant string, ids []strin
 		}
 		var after uint64
 		for {
-			msgs, err := ix.store.Messages(ctx, tenant, id, MessageQuery{AfterSeq: after, Limit: changeBatch, Vectors: true})
+			msgs, err := ix.store.Messages(ctx, tenant, id, MessageQuery{AfterSeq: after, Limit: ChangeBatch, Vectors: true})
 			if ErrorCode(err) == ENOTFOUND {
 				break // a new session: the feed holds all of it
 			}
@@ -206,7 +206,7 @@ func (ix *indexer) buildSessions(ctx context.Context, tenant string, ids []strin
 				return fmt.Errorf("index session %s: %w", id, err)
 			}
 			ix.buildIndexed.Add(int64(len(msgs)))
-			if len(msgs) < changeBatch {
+			if len(msgs) < ChangeBatch {
 				break
 			}
 			after = msgs[len(msgs)-1].Seq
