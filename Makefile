@@ -144,7 +144,8 @@ endef
 # operation, a new node's start-up on the database, and the agent replay (AGENT_LIMIT runs, default 4) and
 # LoCoMo against a node of each store. Needs Debian's postgresql package; the report is in
 # /tmp/ctxd-bench-postgres/report.md. About 35 minutes at 100,000 messages on this machine; EVAL_ONLY=1 runs
-# only the evaluations (5 minutes).
+# only the evaluations (5 minutes); NEWNODE_ONLY=1 only the ingest into PostgreSQL and a new node's start-up
+# (about 9 minutes).
 PG_MESSAGES ?= 100000
 PG_DURATION ?= 30s
 bench-postgres: build-bench
