@@ -39,8 +39,11 @@ var (
 	_ memory.EventReader = (*Events)(nil)
 )
 
-// Events returns the store's event log on clock now.
+// Events returns the store's event log on clock now (nil: time.Now).
 func (s *Store) Events(now func() time.Time) *Events {
+	if now == nil {
+		now = time.Now
+	}
 	return &Events{s: s, now: now, MaxString: DefaultEventMaxString, Keep: DefaultKeepEvents}
 }
 

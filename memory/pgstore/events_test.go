@@ -45,4 +45,8 @@ func TestEventsTail(t *testing.T) {
 	if drops, err := ev.Tail("drops", 10, nil); err != nil || len(drops) != 1 {
 		t.Fatalf("another stream: %v, %v", drops, err)
 	}
+	// A server given no clock (serve's default) logs on the real one.
+	if err := s.Events(nil).Log("purges", map[string]any{"tenant": "a"}); err != nil {
+		t.Fatal(err)
+	}
 }
