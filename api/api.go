@@ -197,10 +197,14 @@ type Window[M any] struct {
 	// StablePrefix is how many leading messages repeat the session's
 	// previous window exactly: a client caching prompts puts its
 	// breakpoint on Messages[StablePrefix-1] (see memory.ContextResult).
-	StablePrefix int                  `json:"stable_prefix"`
-	Recovered    []string             `json:"recovered"`
-	AnswerOnly   []string             `json:"answer_only,omitempty"`
-	Budget       memory.ContextBudget `json:"budget"`
+	StablePrefix int `json:"stable_prefix"`
+	// StableUntil is how many leading messages the next window repeats
+	// (everything before the per-prompt recall block): a client caching
+	// prompts writes its breakpoint on Messages[StableUntil-1].
+	StableUntil int                  `json:"stable_until"`
+	Recovered   []string             `json:"recovered"`
+	AnswerOnly  []string             `json:"answer_only,omitempty"`
+	Budget      memory.ContextBudget `json:"budget"`
 	// WouldCompact (dry runs only): the session is past its hard limit, so
 	// a real call would compact it first.
 	WouldCompact bool `json:"would_compact,omitempty"`

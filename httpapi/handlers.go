@@ -243,7 +243,7 @@ func (s *Server) context(c echo.Context) error {
 	if format == api.FormatOpenAI {
 		return c.JSON(http.StatusOK, toContextChatOut(res))
 	}
-	out := api.Context{Messages: make([]api.WindowMessage, len(res.Messages)), Tokens: res.Tokens, StablePrefix: res.StablePrefix, Recovered: res.Recovered,
+	out := api.Context{Messages: make([]api.WindowMessage, len(res.Messages)), Tokens: res.Tokens, StablePrefix: res.StablePrefix, StableUntil: res.StableUntil, Recovered: res.Recovered,
 		AnswerOnly: res.AnswerOnly, Budget: res.Budget, WouldCompact: res.WouldCompact}
 	for i, m := range res.Messages {
 		out.Messages[i] = api.WindowMessage{Message: toMessageOut(m.Message), Source: m.Source, Score: m.Score,

@@ -174,7 +174,7 @@ func toChatMessage(m *memory.Message) api.ChatMessage {
 }
 
 func toContextChatOut(res *memory.ContextResult) api.ContextChat {
-	out := api.ContextChat{Messages: make([]api.ChatMessage, len(res.Messages)), Tokens: res.Tokens, StablePrefix: res.StablePrefix,
+	out := api.ContextChat{Messages: make([]api.ChatMessage, len(res.Messages)), Tokens: res.Tokens, StablePrefix: res.StablePrefix, StableUntil: res.StableUntil,
 		Recovered: res.Recovered, AnswerOnly: res.AnswerOnly, Budget: res.Budget}
 	for i, m := range res.Messages {
 		out.Messages[i] = toChatMessage(m.Message)

@@ -60,6 +60,13 @@ type Options struct {
 	// of unknown length counts as BodyLimit); a request over it answers 503
 	// with Retry-After. 0: no cap.
 	BodyBytesInFlight int64
+	// WorkSlots bounds the API's requests (not the model endpoints', MCP's,
+	// the export's or the dashboard's) doing work at once; the others wait
+	// in turn, up to WorkQueue of them for at most WorkWait each, and past
+	// either answer 503 with Retry-After. 0: no bound.
+	WorkSlots int
+	WorkQueue int
+	WorkWait  time.Duration
 	// Gateway configures the model endpoints (POST /v1/chat/completions,
 	// POST /v1/messages).
 	Gateway GatewayOptions
@@ -84,6 +91,7 @@ type Server struct {
 	h       http.Handler
 	limiter middleware.RateLimiterStore
 	bodies  *bodyBudget // nil: no cap
+	work    *workSlots  // nil: no bound
 	gateway *memory.Gateway
 	// responseIDs name stored answers for previous_response_id.
 	responseIDs responseIDs
@@ -117,6 +125,9 @@ func New(svc *memory.Service, opts Options) *Server {
 	s.h = headAsGet(s.e)
 	if opts.BodyBytesInFlight > 0 {
 		s.bodies = &bodyBudget{max: opts.BodyBytesInFlight}
+	}
+	if opts.WorkSlots > 0 {
+		s.work = newWorkSlots(opts.WorkSlots, max(opts.WorkQueue, 0), max(opts.WorkWait, time.Second))
 	}
 	if opts.RateLimit > 0 && opts.Limiter != nil {
 		s.limiter = opts.Limiter
@@ -178,6 +189,12 @@ func New(svc *memory.Service, opts Options) *Server {
 		mw = append(mw, middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{Timeout: opts.RequestTimeout}))
 	}
 	body := append(mw[:len(mw):len(mw)], s.limitBody)
+	// MCP takes its body as the API does, not its work slots: a session may
+	// hold its stream open.
+	mcpBody := body
+	if s.work != nil {
+		mw, body = append(mw, s.limitWork), append(body, s.limitWorkAfterBody)
+	}
 	v1.GET("/sessions", s.listSessions, mw...)
 	v1.PUT("/sessions/:id", s.putSession, body...)
 	v1.GET("/sessions/:id", s.getSession, mw...)
@@ -194,7 +211,7 @@ func New(svc *memory.Service, opts Options) *Server {
 	v1.PATCH("/messages/:id", s.patchMessage, body...)
 	v1.DELETE("/messages/:id", s.deleteMessage, mw...)
 	v1.GET("/events/:stream", s.listEvents, mw...)
-	s.mountMCP(body)
+	s.mountMCP(mcpBody)
 	// Without the request timeout: an export takes as long as the store is
 	// large; the export bounds each write instead (DefaultExportStall).
 	v1.GET("/export", s.export, s.admit)

@@ -19,9 +19,9 @@ import (
 // "reconcile.go" whole, so a search for "reconcile" missed it. A code name
 // (a run between spaces, stripped of enclosing punctuation, that joins
 // letters or digits with _ . / \ - : # @ or changes case inside, with at most
-// maxDigitGroups groups of digits) now also
-// gives its whole, the last segment of a path ("reconcile_worker_v2.go" in
-// "pkg/reconcile_worker_v2.go"), and its parts of two or more characters
+// maxDigitGroups groups of digits, not ending in a number segment) now also
+// gives its whole (of a path, its file's name: "reconcile_worker_v2.go" of
+// "pkg/reconcile_worker_v2.go") and its parts of two or more characters
 // ("reconcile", "worker", "v2"; "parse", "Config" of "parseConfig").
 //
 // Documents get all of them (codeIndex). A query's text clause has its words
@@ -138,7 +138,7 @@ func plainWord(input []byte, start, end int, words analysis.TokenStream) bool {
 func codeTokens(input []byte, start, end int, words analysis.TokenStream, pos int, mode codeMode, out analysis.TokenStream) analysis.TokenStream {
 	start, end = trimEnclosing(input, start, end)
 	end = withoutLineNumbers(input, start, end)
-	if !isCodeName(input[start:end]) || digitGroups(input[start:end]) > maxDigitGroups {
+	if !isCodeName(input[start:end]) || digitGroups(input[start:end]) > maxDigitGroups || endsInNumber(input, start, end) {
 		return out
 	}
 	mine := len(out) // this run's extra tokens are out[mine:]
@@ -163,17 +163,24 @@ func codeTokens(input []byte, start, end int, words analysis.TokenStream, pos in
 			Type: analysis.AlphaNumeric, KeyWord: true})
 	}
 	wholes, parts := mode != codeParts, mode != codeQuery
-	if wholes {
-		add(start, end)
-	}
-	// The last segment of a path: the file's name.
+	// A path's whole is its file's name, the last segment, when that is a
+	// name itself ("reconcile_worker_v2.go" of "internal/jobs/
+	// reconcile_worker_v2.go"; "internal/jobs" stays whole): its directories
+	// are words, and whole, nearly every path a tool printed was a term of
+	// its own. On log-like tool outputs the full paths were 13,000 of the
+	// 20,000 terms code names added to 82,000 words, and merging segments
+	// costs by their dictionaries' size.
 	if wholes {
 		s := end
 		for s > start && !isSegmentSep(input[s-1]) {
 			s--
 		}
-		if ss, se := trimEnclosing(input, s, end); ss > start && isCodeName(input[ss:se]) {
+		ss, se := trimEnclosing(input, s, end)
+		last := ss > start && isCodeName(input[ss:se])
+		if last {
 			add(ss, se)
+		} else {
+			add(start, end)
 		}
 	}
 	// Parts: runs of letters and digits, cut again where the case turns up
@@ -333,6 +340,19 @@ func digitGroups(s []byte) int {
 		}
 	}
 	return n
+}
+
+// endsInNumber reports whether a name's last segment is a number: a path
+// of ids ("/api/v2/orders/8812", "jobs/42"), each one an instance that a
+// request, a log line or a run named once. On log-like tool outputs they
+// were a third of the terms code names added, nearly all seen once, and
+// their words (the resource, the number) are terms anyway.
+func endsInNumber(input []byte, start, end int) bool {
+	i := end
+	for i > start && isDigitByte(input[i-1]) {
+		i--
+	}
+	return i < end && i > start && isSegmentSep(input[i-1])
 }
 
 func isDigitByte(b byte) bool { return b >= '0' && b <= '9' }

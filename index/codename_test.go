@@ -64,3 +64,38 @@ func TestCodeNamesWholeAndParts(t *testing.T) {
 		}
 	}
 }
+
+// The terms a code name adds are bounded to those people search for: a
+// path gives its file's name whole (its directories are words), a path of
+// ids and a timestamp give nothing whole, a directory stays whole. Each of
+// the others was a term of its own at nearly every mention in tool output.
+func TestCodeNameTerms(t *testing.T) {
+	x := openTest(t, Options{})
+	an := x.text.Mapping().AnalyzerNamed(analyzerName)
+	for _, tc := range []struct {
+		text      string
+		want, not []string
+	}{
+		{"M internal/jobs/reconcile_worker_v2.go", []string{"reconcile_worker_v2.go", "reconcil", "worker"}, []string{"internal/jobs/reconcile_worker_v2.go"}},
+		{"at cmd/serve/main.go:42:7", []string{"main.go", "serv"}, []string{"cmd/serve/main.go", "main.go:42"}},
+		{"GET /api/v2/orders/8812 -> 200", []string{"8812", "order"}, []string{"/api/v2/orders/8812", "/api/v2/orders"}},
+		{"ls internal/jobs", []string{"internal/job"}, nil},
+		{"ticket ABC-1234 and ERR_CONN_RESET", []string{"abc-1234", "err_conn_reset", "conn"}, nil},
+		{"2026-01-02T15:04:05.000Z started", []string{"2026"}, []string{"2026-01-02t15:04:05.000z"}},
+	} {
+		terms := map[string]bool{}
+		for _, tok := range an.Analyze([]byte(tc.text)) {
+			terms[string(tok.Term)] = true
+		}
+		for _, w := range tc.want {
+			if !terms[w] {
+				t.Errorf("%q: no term %q in %v", tc.text, w, terms)
+			}
+		}
+		for _, n := range tc.not {
+			if terms[n] {
+				t.Errorf("%q: term %q, want none", tc.text, n)
+			}
+		}
+	}
+}

@@ -197,7 +197,8 @@ var lockTimeout = 2 * time.Second
 // statistics do not cross tenants; no _all field.
 // 5: tokens are cut to maxTokenRunes runes before they are stemmed.
 // 6: code names are terms whole and by their parts (codeTokenizer).
-const schemaVersion = "6"
+// 7: a path's whole is its file's name; a path ending in a number has none.
+const schemaVersion = "7"
 
 // Index implements memory.Index. It is safe for concurrent use.
 type Index struct {

@@ -85,7 +85,7 @@ func (s *Service) Purge(ctx context.Context, now time.Time) (int, error) {
 		if sess.Counts.Dropped+sess.Counts.Summarized == 0 {
 			return nil
 		}
-		unlock := s.lockSession(sess.Tenant, sess.ID)
+		unlock := s.lockSession(ctx, sess.Tenant, sess.ID)
 		defer unlock()
 		n, until, err := s.purgeSession(ctx, sess.Tenant, sess.ID, now)
 		purged += n

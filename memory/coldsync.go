@@ -131,7 +131,7 @@ func (s *Service) reconcileCold(ctx context.Context) error {
 // it differs (see CompareMirror), and says whether it did. It holds the
 // session's lock, so it may run while the service serves.
 func (s *Service) reconcileColdSession(ctx context.Context, audit ColdAuditor, tenant, id string) (bool, error) {
-	unlock := s.lockSession(tenant, id)
+	unlock := s.lockSession(ctx, tenant, id)
 	defer unlock()
 	coldNow, err := s.Store.Messages(ctx, tenant, id, MessageQuery{States: MirrorStates})
 	if ErrorCode(err) == EDAMAGED {

@@ -88,7 +88,7 @@ func (s *Service) Compact(ctx context.Context, sessionID string, req CompactRequ
 		req.Trigger = TriggerManual
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := s.lockSession(tenant, sessionID)
+	unlock := s.lockSession(ctx, tenant, sessionID)
 	defer unlock()
 	return s.compactLocked(ctx, tenant, sessionID, req)
 }
@@ -435,7 +435,7 @@ func (s *Service) compactInBackground(tenant, sessionID, prompt string) {
 		defer s.bg.Done()
 		defer s.queued.Delete(key)
 		ctx := NewContextWithTenant(context.Background(), tenant)
-		unlock := s.lockSession(tenant, sessionID)
+		unlock := s.lockSession(ctx, tenant, sessionID)
 		defer unlock()
 		sess, err := s.Store.Session(ctx, tenant, sessionID)
 		if err != nil || s.status(sess).State == WindowOK || s.status(sess).State == WindowFlushDue {

@@ -23,8 +23,8 @@ var DefaultConcurrency = Concurrency{Compactions: 2, Embeds: 4}
 // semaphore admits up to cap(s) holders.
 type semaphore chan struct{}
 
-// acquire waits for a slot or for ctx to end. A nil semaphore (a Service
-// not opened) admits everyone.
+// acquire waits for a slot or for ctx to end, ctx's Waiter told while it
+// waits. A nil semaphore (a Service not opened) admits everyone.
 func (s semaphore) acquire(ctx context.Context) error {
 	if s == nil {
 		return ctx.Err()
@@ -32,9 +32,43 @@ func (s semaphore) acquire(ctx context.Context) error {
 	select {
 	case s <- struct{}{}:
 		return nil
+	default:
+	}
+	defer waiting(ctx)()
+	select {
+	case s <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// A Waiter is told when a request's work waits for another's (a session's
+// lock, a turn to compact or embed) and when it goes on: the HTTP server
+// lets go of the request's place among those working meanwhile, so that
+// requests queued behind a session's compaction keep no other session's
+// request waiting.
+type Waiter interface {
+	// Wait is called before the request waits; the function it returns,
+	// when the wait is over. That function must not block: the request
+	// may hold a session's lock by then.
+	Wait() (resume func())
+}
+
+type waiterKey struct{}
+
+// NewContextWithWaiter returns a context whose waits w is told of.
+func NewContextWithWaiter(ctx context.Context, w Waiter) context.Context {
+	return context.WithValue(ctx, waiterKey{}, w)
+}
+
+// waiting tells ctx's Waiter, if any, that the request waits now; call
+// what it returns when the wait is over.
+func waiting(ctx context.Context) (resume func()) {
+	if w, ok := ctx.Value(waiterKey{}).(Waiter); ok {
+		return w.Wait()
+	}
+	return func() {}
 }
 
 func (s semaphore) release() {
@@ -57,9 +91,14 @@ func (s *Service) embed(ctx context.Context, texts []string) ([][]float32, error
 // session ids callers invent (a lock per id would grow without bound).
 // Two sessions share a stripe 1 time in len(sessionLocks); no caller holds
 // two sessions' locks at once, so sharing cannot deadlock.
-func (s *Service) lockSession(tenant, id string) func() {
+// While it waits for the lock, ctx's Waiter is told.
+func (s *Service) lockSession(ctx context.Context, tenant, id string) func() {
 	mu := &s.sessionLocks[stripe(tenant, id, len(s.sessionLocks))]
-	mu.Lock()
+	if !mu.TryLock() {
+		resume := waiting(ctx)
+		mu.Lock()
+		resume()
+	}
 	return mu.Unlock
 }
 

@@ -64,7 +64,7 @@ func (s *Service) EditMessage(ctx context.Context, id string, e MessageEdit) (*E
 	tenant := TenantFromContext(ctx)
 	// One edit at a time per session, and none in the middle of a
 	// compaction or recovery of it.
-	unlock := s.lockSession(tenant, m.SessionID)
+	unlock := s.lockSession(ctx, tenant, m.SessionID)
 	defer unlock()
 	sess, err := s.Store.Session(ctx, tenant, m.SessionID)
 	if err != nil {
@@ -313,7 +313,7 @@ func (s *Service) DeleteMessage(ctx context.Context, id string, group bool) ([]s
 		return nil, err
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := s.lockSession(tenant, m.SessionID)
+	unlock := s.lockSession(ctx, tenant, m.SessionID)
 	defer unlock()
 	var gone []*Message
 	_, err = s.Store.Update(ctx, tenant, m.SessionID, func(tx SessionTx) error {

@@ -104,7 +104,7 @@ func (s *Service) Recover(ctx context.Context, sessionID, messageID, prompt stri
 		return nil, err
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := s.lockSession(tenant, sessionID)
+	unlock := s.lockSession(ctx, tenant, sessionID)
 	defer unlock()
 	// Expiry holds at read time: what is past its retention is purged
 	// now, not at the next purge, and is not found.

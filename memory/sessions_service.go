@@ -93,7 +93,7 @@ func (s *Service) DeleteSession(ctx context.Context, id string) error {
 		return err
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := s.lockSession(tenant, id)
+	unlock := s.lockSession(ctx, tenant, id)
 	defer unlock()
 	if _, err := s.Store.Session(ctx, tenant, id); err != nil {
 		return err // ENOTFOUND: a mirror file without a session is verify's to judge

@@ -70,6 +70,13 @@ type ContextResult struct {
 	// point. A client caching prompts puts its breakpoint just before
 	// Messages[StablePrefix].
 	StablePrefix int
+	// StableUntil is how many leading Messages the next window repeats
+	// exactly, barring a compaction or an edit: everything before the
+	// per-prompt recall block (a tool loop's stays, so its whole window),
+	// or only the pinned messages of a window chosen by relevance. A
+	// client caching prompts writes its breakpoint on
+	// Messages[StableUntil-1], which the next call then reads.
+	StableUntil int
 	// WouldCompact (previews only): the session is past its hard limit, so
 	// a real call would compact it first; the preview shows the window as
 	// it stands.
@@ -108,7 +115,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 		return nil, err
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := s.lockSession(tenant, sessionID)
+	unlock := s.lockSession(ctx, tenant, sessionID)
 	defer unlock()
 	sess, err := s.Store.Session(ctx, tenant, sessionID)
 	if err != nil {
@@ -134,7 +141,8 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	res, err := b.build(ctx)
 	if err == nil {
 		res.WouldCompact = wouldCompact
-		s.noteWindow(ctx, tenant, sessionID, b.prev, res, req.Preview, b.layout)
+		res.StableUntil = b.stableUntil(res)
+		s.noteWindow(ctx, tenant, sessionID, res, req.Preview, b)
 	}
 	if err != nil || len(res.Recovered) == 0 || req.Preview {
 		return res, err
@@ -179,6 +187,8 @@ type windowBuilder struct {
 	promptStored bool
 	orig         map[string]*Message // messages a tool loop's window may show, by id
 	layout       *loopLayout         // the layout this window leaves for the next call
+	chatFrom     uint64              // where a conversation window's stable part starts (window_chat.go)
+	chatUntil    int                 // where its recall block starts (0: not a conversation window)
 }
 
 func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req ContextRequest) (*windowBuilder, error) {
@@ -475,6 +485,23 @@ func (b *windowBuilder) assemble() *ContextResult {
 	b.res.Tokens = used
 	b.res.Budget.Used = used
 	return b.res
+}
+
+// stableUntil is res.StableUntil: what buildChat set, the whole window of a
+// tool loop whose layout the next call extends, else the leading pinned
+// messages.
+func (b *windowBuilder) stableUntil(res *ContextResult) int {
+	switch {
+	case b.chatUntil > 0:
+		return b.chatUntil
+	case b.layout != nil:
+		return len(res.Messages)
+	}
+	n := 0
+	for n < len(res.Messages) && res.Messages[n].Source == SourcePinned {
+		n++
+	}
+	return n
 }
 
 func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }

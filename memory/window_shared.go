@@ -18,8 +18,10 @@ import (
 
 // layoutJSON is a layoutEntry as the store keeps it.
 type layoutJSON struct {
-	Keys []uint64        `json:"keys"`
-	Loop *loopLayoutJSON `json:"loop,omitempty"`
+	Keys     []uint64        `json:"keys"`
+	Loop     *loopLayoutJSON `json:"loop,omitempty"`
+	ChatFrom uint64          `json:"chat_from,omitempty"`
+	ChatMax  int             `json:"chat_max,omitempty"`
 }
 
 type loopLayoutJSON struct {
@@ -41,7 +43,7 @@ type layoutMsgJSON struct {
 }
 
 func encodeLayout(e *layoutEntry) ([]byte, error) {
-	out := layoutJSON{Keys: e.keys}
+	out := layoutJSON{Keys: e.keys, ChatFrom: e.chatFrom, ChatMax: e.chatMax}
 	if l := e.layout; l != nil {
 		lj := &loopLayoutJSON{MaxTokens: l.maxTokens, CurStart: l.curStart, LastSeq: l.lastSeq, Pinned: l.pinned}
 		for _, m := range l.msgs {
@@ -57,7 +59,7 @@ func decodeLayout(tenant, session string, b []byte) (*layoutEntry, error) {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return nil, err
 	}
-	e := &layoutEntry{keys: in.Keys}
+	e := &layoutEntry{keys: in.Keys, chatFrom: in.ChatFrom, chatMax: in.ChatMax}
 	if lj := in.Loop; lj != nil {
 		l := &loopLayout{maxTokens: lj.MaxTokens, curStart: lj.CurStart, lastSeq: lj.LastSeq, pinned: lj.Pinned}
 		for _, m := range lj.Msgs {

@@ -53,6 +53,10 @@ var (
 type layoutEntry struct {
 	keys   []uint64    // each message of the last window, as sent
 	layout *loopLayout // the frozen part of the last tool-loop window; nil if none
+	// chatFrom is where the stable part of the last conversation window
+	// started (a turn's position; 0 if none), for max_tokens chatMax.
+	chatFrom uint64
+	chatMax  int
 }
 
 // loopLayout is the stable part of a tool loop's last window: everything but
@@ -133,12 +137,12 @@ func contentHash(s string) uint64 {
 
 // noteWindow sets res.StablePrefix against the session's previous window and
 // (unless a preview) keeps this one's keys for the next call.
-func (s *Service) noteWindow(ctx context.Context, tenant, session string, prev *layoutEntry, res *ContextResult, preview bool, layout *loopLayout) {
+func (s *Service) noteWindow(ctx context.Context, tenant, session string, res *ContextResult, preview bool, b *windowBuilder) {
 	keys := make([]uint64, len(res.Messages))
 	for i, wm := range res.Messages {
 		keys[i] = messageKey(wm.Message)
 	}
-	if prev != nil {
+	if prev := b.prev; prev != nil {
 		n := 0
 		for n < len(keys) && n < len(prev.keys) && keys[n] == prev.keys[n] {
 			n++
@@ -146,7 +150,7 @@ func (s *Service) noteWindow(ctx context.Context, tenant, session string, prev *
 		res.StablePrefix = n
 	}
 	if !preview {
-		s.putLayout(ctx, tenant, session, &layoutEntry{keys: keys, layout: layout})
+		s.putLayout(ctx, tenant, session, &layoutEntry{keys: keys, layout: b.layout, chatFrom: b.chatFrom, chatMax: b.req.MaxTokens})
 	}
 }
 

@@ -1,6 +1,7 @@
 package scoring
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 	"runtime"
@@ -184,13 +185,30 @@ func (x *refIndex) term(tid uint32) []byte {
 	return x.text[start:x.ends[tid]]
 }
 
-// addDoc appends the distinct terms of text as document d.
+// addDoc appends the distinct terms of text as document d, from the
+// scan docTerms keeps of it.
 func (x *refIndex) addDoc(d int32, text string) {
 	if x.counting {
 		x.starts = append(x.starts, int32(len(x.flat)))
 	}
 	x.cur = d
-	x.sc.scan(text)
+	if docTerms == nil {
+		x.sc.scan(text)
+		return
+	}
+	k := docTerms.key(text, x.sc.idMin, x.sc.idMax)
+	e, ok := docTerms.get(k)
+	if !ok {
+		e = scanTerms(text, x.sc.idMin, x.sc.idMax, x.sc.buf)
+		docTerms.put(k, e)
+	}
+	for len(e) > 0 {
+		kind := Kind(e[0])
+		n, w := binary.Uvarint(e[1:])
+		e = e[1+w:]
+		x.add(e[:n], kind)
+		e = e[n:]
+	}
 }
 
 // add is the scanner's emit.

@@ -493,3 +493,39 @@ func TestReferencesAfterOtherSessions(t *testing.T) {
 		}
 	}
 }
+
+// Scores from the scans docTerms keeps are those of scanning every text
+// afresh: with the cache cold (filling it), warm, and after texts change
+// under the same ids; with id mentions among the texts.
+func TestTermCacheScoresAsScanning(t *testing.T) {
+	cands, docs := session(1500, 7)
+	for i := 40; i < len(docs); i += 40 { // later messages name earlier ones
+		docs[i].Text += " see " + strings.ToLower(docs[i-37].ID) + " and " + docs[i-3].ID
+		cands[i].Text = docs[i].Text
+	}
+	now := cands[len(cands)-1].CreatedAt
+	saved := docTerms
+	defer func() { docTerms = saved }()
+	score := func(cache *termCache) []Score {
+		docTerms = cache
+		return mustScore(t, DefaultParams, cands, docs, len(cands)-1, now)
+	}
+	want := score(nil)
+	cache := newTermCache(termCacheBytes)
+	for _, run := range []string{"cold", "warm"} {
+		if got := score(cache); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s cache: scores differ from scanning", run)
+		}
+	}
+	for i := 0; i < len(docs); i += 5 {
+		docs[i].Text += " PROJ-4242 src/changed.go"
+		cands[i].Text = docs[i].Text
+	}
+	want = score(nil)
+	if got := score(cache); !reflect.DeepEqual(got, want) {
+		t.Fatal("after texts changed: scores differ from scanning")
+	}
+	if got := score(newTermCache(64 << 10)); !reflect.DeepEqual(got, want) {
+		t.Fatal("with a small cache: scores differ from scanning")
+	}
+}

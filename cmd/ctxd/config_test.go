@@ -73,6 +73,8 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		"max-header-bytes":         func(c *Config) { c.MaxHeaderBytes = 100 },
 		"max-body-bytes-in-flight": func(c *Config) { c.MaxBodyInFlight = -1 },
 		"disk-spare":               func(c *Config) { c.DiskSpare = -1 },
+		"max-working":              func(c *Config) { c.MaxWorking = -1 },
+		"max-wait":                 func(c *Config) { c.MaxWait = -1 },
 	} {
 		cfg = testConfig(dir)
 		mutate(&cfg)

@@ -558,8 +558,9 @@ func dropInStore(t *testing.T, ts *testServer, session string, ids ...string) {
 }
 
 // The answer says where the prefix it repeats from the session's previous
-// window ends (stable_prefix), in both formats: a tool loop's next window
-// is the last one plus the new step, so all of the last one repeats.
+// window ends (stable_prefix) and how much of it the next window will
+// repeat (stable_until), in both formats: a tool loop's next window is the
+// last one plus the new step, so all of the last one repeats.
 func TestContextStablePrefix(t *testing.T) {
 	ts := startServer(t, t.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/sp", map[string]any{"context_window": 16000})
@@ -576,6 +577,10 @@ func TestContextStablePrefix(t *testing.T) {
 		if int(got) != prev {
 			t.Fatalf("call %d (%s): stable_prefix %v, want the previous window's %d messages", i, format, got, prev)
 		}
-		prev = len(body["messages"].([]any))
+		until, ok := body["stable_until"].(float64)
+		if n := len(body["messages"].([]any)); !ok || int(until) != n {
+			t.Fatalf("call %d (%s): stable_until %v, want the whole window's %d messages", i, format, body["stable_until"], n)
+		}
+		prev = int(until)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -21,7 +22,17 @@ import (
 
 // Defaults applied to zero Config fields.
 const (
-	DefaultBatchSize  = 64
+	// DefaultBatchSize and DefaultBatchBytes: the texts of one write go
+	// in one request (a write is at most memory.MaxBatch messages; the bench
+	// and agents write 1 to 100), within OpenAI's limits of 2,048 inputs and
+	// 300,000 tokens a request (512 KiB is about 130,000 to 170,000 tokens
+	// of prose or code). A request costs its round trip: at 64 texts, a write
+	// of 100 paid two.
+	DefaultBatchSize  = 256
+	DefaultBatchBytes = 512 << 10
+	// DefaultCacheSize is how many texts' vectors are kept (see cache.go):
+	// 6 MB at 1,536 dimensions.
+	DefaultCacheSize  = 1024
 	DefaultTimeout    = 30 * time.Second
 	DefaultMaxRetries = 3
 	DefaultBackoff    = 200 * time.Millisecond
@@ -57,6 +68,12 @@ type Config struct {
 	Dim int
 	// BatchSize is the most texts sent in one request (0: DefaultBatchSize).
 	BatchSize int
+	// BatchBytes is the most bytes of text sent in one request (0:
+	// DefaultBatchBytes); a longer text goes alone.
+	BatchBytes int
+	// CacheSize is how many recent texts' vectors are kept and answered
+	// without a request (0: DefaultCacheSize; negative: none). See cache.go.
+	CacheSize int
 	// Timeout bounds each HTTP attempt, not the whole Embed call
 	// (0: DefaultTimeout).
 	Timeout time.Duration
@@ -75,6 +92,8 @@ type Embedder struct {
 	model      string
 	dim        int
 	batch      int
+	batchBytes int
+	cache      *vectorCache // nil: none
 	retries    int
 	backoff    time.Duration
 	maxBackoff time.Duration
@@ -108,6 +127,8 @@ func NewEmbedder(ctx context.Context, cfg Config) (*Embedder, error) {
 		model:      cfg.Model,
 		dim:        cfg.Dim,
 		batch:      cfg.BatchSize,
+		batchBytes: cfg.BatchBytes,
+		cache:      newVectorCache(cfg.CacheSize),
 		retries:    cfg.MaxRetries,
 		backoff:    cfg.Backoff,
 		maxBackoff: max(DefaultMaxBackoff, cfg.Backoff),
@@ -150,8 +171,17 @@ func (c Config) normalise() (Config, *url.URL, error) {
 	if c.Backoff < 0 {
 		return c, nil, fmt.Errorf("openai embedder: Config.Backoff is %v, want >= 0 (0: default %v)", c.Backoff, DefaultBackoff)
 	}
+	if c.BatchBytes < 0 {
+		return c, nil, fmt.Errorf("openai embedder: Config.BatchBytes is %d, want >= 0 (0: default %d)", c.BatchBytes, DefaultBatchBytes)
+	}
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = DefaultBatchBytes
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = DefaultCacheSize
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -174,18 +204,50 @@ func (e *Embedder) Model() string { return ModelPrefix + e.model }
 // Dim is the length of every vector Embed returns.
 func (e *Embedder) Dim() int { return e.dim }
 
-// Embed returns one L2-normalised vector per text, in order. Batches go out
+// Embed returns one L2-normalised vector per text, in order. A text the
+// cache holds, or that came earlier in texts, is not sent; the rest go in
+// batches of at most BatchSize texts and BatchBytes bytes. Batches go out
 // one after another: local servers run them one at a time anyway, and a
 // failure stops the call before more work is wasted.
 func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	out := make([][]float32, 0, len(texts))
-	for start := 0; start < len(texts); start += e.batch {
-		end := min(start+e.batch, len(texts))
-		vecs, err := e.embedBatch(ctx, texts[start:end], e.dim)
+	out := make([][]float32, len(texts))
+	first := make(map[string]int, len(texts)) // a text's first index
+	var send []int                            // indexes of the texts to send
+	for i, t := range texts {
+		if _, ok := first[t]; ok {
+			continue // a copy of the first's vector, below
+		}
+		first[t] = i
+		if v := e.cache.get(t); v != nil {
+			out[i] = v
+			continue
+		}
+		send = append(send, i)
+	}
+	for len(send) > 0 {
+		n, size := 0, 0
+		for n < len(send) && n < e.batch && (n == 0 || size+len(texts[send[n]]) <= e.batchBytes) {
+			size += len(texts[send[n]])
+			n++
+		}
+		batch := make([]string, n)
+		for j, i := range send[:n] {
+			batch[j] = texts[i]
+		}
+		vecs, err := e.embedBatch(ctx, batch, e.dim)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, vecs...)
+		for j, i := range send[:n] {
+			out[i] = vecs[j]
+			e.cache.add(texts[i], vecs[j])
+		}
+		send = send[n:]
+	}
+	for i, t := range texts {
+		if j := first[t]; j != i {
+			out[i] = slices.Clone(out[j]) // callers own their vectors
+		}
 	}
 	return out, nil
 }

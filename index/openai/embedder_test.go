@@ -102,6 +102,11 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// OpenAI's limits on one request: 1 to 2,048 inputs.
+	if len(req.Input) == 0 || len(req.Input) > 2048 {
+		writeErr(w, http.StatusBadRequest, fmt.Sprintf("'$.input' is invalid: %d items, must be 1 to 2048", len(req.Input)))
+		return
+	}
 	for _, in := range req.Input {
 		if in == "" {
 			writeErr(w, http.StatusBadRequest, "'$.input' is invalid: empty string")
@@ -631,11 +636,11 @@ func TestEmptyStrings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 {
-		t.Fatalf("got %d vectors", len(got))
+	if len(got) != 3 || !near(got[0], unit(fakeVec(" ", 4))) || !near(got[2], got[0]) {
+		t.Fatalf("got %v", got)
 	}
 	batches, _, _ := f.requests()
-	if fmt.Sprintf("%q", batches[0]) != `[" " "a" " "]` {
+	if fmt.Sprintf("%q", batches[0]) != `[" " "a"]` { // the empty text once
 		t.Fatalf("sent %q", batches[0])
 	}
 }
@@ -694,6 +699,7 @@ func TestConfigValidation(t *testing.T) {
 		{"no model", func(c *Config) { c.Model = " " }, "Model"},
 		{"negative dim", func(c *Config) { c.Dim = -1 }, "Dim"},
 		{"negative batch", func(c *Config) { c.BatchSize = -1 }, "BatchSize"},
+		{"negative batch bytes", func(c *Config) { c.BatchBytes = -1 }, "BatchBytes"},
 		{"negative timeout", func(c *Config) { c.Timeout = -time.Second }, "Timeout"},
 		{"negative backoff", func(c *Config) { c.Backoff = -time.Second }, "Backoff"},
 	} {
@@ -717,7 +723,7 @@ func TestConfigValidation(t *testing.T) {
 
 	t.Run("defaults", func(t *testing.T) {
 		e := mustNew(t, ok)
-		if e.batch != DefaultBatchSize || e.retries != DefaultMaxRetries || e.backoff != DefaultBackoff {
+		if e.batch != DefaultBatchSize || e.batchBytes != DefaultBatchBytes || e.cache == nil || e.retries != DefaultMaxRetries || e.backoff != DefaultBackoff {
 			t.Fatalf("defaults not applied: %+v", e)
 		}
 		c := ok

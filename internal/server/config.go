@@ -6,11 +6,13 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/index"
+	"github.com/ctxd/ctxd/index/openai"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -74,6 +76,9 @@ type Config struct {
 	MaxConns             int
 	MaxConnsPerIP        int
 	MaxBodyInFlight      int64
+	MaxWorking           int
+	MaxWaiting           int
+	MaxWait              time.Duration
 	MaxCompactions       int
 	MaxEmbeds            int
 	DiskReserve          int64
@@ -102,7 +107,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.EmbedURL, "embed-url", "", "OpenAI-compatible embeddings endpoint (e.g. http://127.0.0.1:11434/v1); empty: the built-in GloVe model. Key from CTXD_EMBED_API_KEY or OPENAI_API_KEY")
 	fs.StringVar(&c.EmbedModel, "embed-model", "text-embedding-3-small", "embedding model name at --embed-url")
 	fs.IntVar(&c.EmbedDim, "embed-dim", 0, "embedding dimension at --embed-url (0: ask the endpoint at start)")
-	fs.IntVar(&c.EmbedBatch, "embed-batch", 64, "texts per embeddings request")
+	fs.IntVar(&c.EmbedBatch, "embed-batch", openai.DefaultBatchSize, "texts per embeddings request (at most 512 KiB of text each)")
 	fs.DurationVar(&c.EmbedTimeout, "embed-timeout", 30*time.Second, "timeout of one embeddings request")
 	fs.BoolVar(&c.Reembed, "reembed", false, "re-embed every stored message when the data dir was embedded by another model")
 	fs.BoolVar(&c.AllowEmptyStore, "allow-empty-store", false, "start with a missing or empty store even though the data dir's index or cold mirror holds data (otherwise start refuses: the store was lost)")
@@ -135,6 +140,9 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.IntVar(&c.MaxConns, "max-conns", 1024, "open connections at most; one more is answered 503 and closed; 0: no cap")
 	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 256, "open connections at most from one client address; 0: no cap")
 	fs.Int64Var(&c.MaxBodyInFlight, "max-body-bytes-in-flight", 16<<20, "request body bytes handled at once (a body of unknown length counts as --body-limit); a request over it answers 503 with Retry-After, though one body alone is always taken; 0: no cap")
+	fs.IntVar(&c.MaxWorking, "max-working", 2*runtime.GOMAXPROCS(0), "API requests (search, context, writes, reads; not the model endpoints, MCP or the export) doing work at once; the others wait their turn, first come first served; 0: no bound")
+	fs.IntVar(&c.MaxWaiting, "max-waiting", 1024, "API requests that may wait for --max-working; one more is answered 503 with Retry-After")
+	fs.DurationVar(&c.MaxWait, "max-wait", 30*time.Second, "the longest an API request waits for --max-working; then it is answered 503 with Retry-After")
 	fs.IntVar(&c.MaxCompactions, "max-compactions", 2, "compactions running at once across sessions")
 	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
 	fs.Int64Var(&c.DiskReserve, "disk-reserve", 256<<20, "refuse new messages (503) while the data dir's disk has less than this many bytes free, or --disk-reserve-pct of it, whichever is smaller")
@@ -250,6 +258,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max-header-bytes: %d is too small (at least 4096)", c.MaxHeaderBytes)
 	case c.DiskSpare < 0:
 		return fmt.Errorf("disk-spare: must not be negative")
+	case c.MaxWorking < 0 || c.MaxWaiting < 0 || c.MaxWait < 0:
+		return fmt.Errorf("max-working, max-waiting, max-wait: must not be negative")
 	case c.MaxConns < 0 || c.MaxConnsPerIP < 0 || c.MaxBodyInFlight < 0:
 		return fmt.Errorf("max-conns, max-conns-per-ip, max-body-bytes-in-flight: must not be negative")
 	case c.MaxCompactions < 1 || c.MaxEmbeds < 1:

@@ -172,6 +172,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		RequestTimeout: cfg.RequestTimeout, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
 		MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, BodyBytesInFlight: cfg.MaxBodyInFlight,
+		WorkSlots: cfg.MaxWorking, WorkQueue: cfg.MaxWaiting, WorkWait: cfg.MaxWait,
 		Version: version.Get().String(), Now: cfg.Clock,
 		Gateway: httpapi.GatewayOptions{
 			OpenAI:    httpapi.Upstream{URL: cfg.UpstreamOpenAIURL, Key: os.Getenv("CTXD_UPSTREAM_OPENAI_API_KEY")},

@@ -62,9 +62,11 @@ func (c *decodeCache) decode(tx *bolt.Tx, key, raw []byte) (*memory.Message, err
 	return m, nil
 }
 
+// get compares and copies outside the lock (an entry never changes once
+// cached): every record any request reads passes here, a context call's
+// whole window, so the lock is held for the lookup alone.
 func (c *decodeCache) get(key, raw []byte) *memory.Message {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	d, ok := c.cur[string(key)]
 	if !ok {
 		if d, ok = c.prev[string(key)]; ok {
@@ -72,6 +74,7 @@ func (c *decodeCache) get(key, raw []byte) *memory.Message {
 			c.add(string(key), d)
 		}
 	}
+	c.mu.Unlock()
 	if !ok || !bytes.Equal(d.raw, raw) {
 		return nil
 	}

@@ -446,3 +446,48 @@ func promptRefs(t *testing.T, s *Store, tenant, session, prompt string) uint64 {
 	}
 	return refs
 }
+
+// Records and sessions are written by encoding/json and read by the v2
+// decoder (unmarshalJSON): every field must read back exactly as
+// encoding/json reads it, nested metadata, times, cold and prune records
+// included, and JSON the v2 decoder alone would refuse (duplicate names,
+// invalid UTF-8, names in another case) must read as before.
+func TestRecordDecodesAsEncodingJSON(t *testing.T) {
+	c := newCorpus(3)
+	at := time.Date(2026, 3, 4, 5, 6, 7, 891011121, time.FixedZone("x", 3600))
+	pin := 120
+	var docs [][]byte
+	for i := range 20 {
+		for _, m := range c.turn(i, at) {
+			m.Metadata = map[string]any{"n": float64(i), "tags": []any{"a", 1.5, nil, true}, "nested": map[string]any{"k": "v"}}
+			m.Cold = &memory.ColdInfo{DropReason: "low_relevance", RelevanceScore: 0.25, PromptAtDrop: "why?", DroppedAt: at, RecoverableUntil: at.Add(time.Hour)}
+			m.Prune = &memory.PruneCosts{}
+			m.Sources, m.Versions, m.Anchor, m.Turn, m.ClientID = []string{"x", "y"}, []string{"v1"}, 7, i, "c"
+			js, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, js)
+		}
+	}
+	sess := &memory.Session{Tenant: "t", ID: "s", ContextWindow: 9000, Metadata: map[string]any{"a": []any{1.0}}, PinnedTokens: &pin,
+		CreatedAt: at, UpdatedAt: at, Prunable: map[string]memory.PruneEntry{"m": {}}}
+	sjs, err := json.Marshal(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := [][]byte{
+		[]byte(`{"id":"a","role":"user","role":"system","content":"x"}`),
+		[]byte("{\"id\":\"b\",\"content\":\"bad \xff utf8\"}"),
+		[]byte(`{"ID":"c","Content":"case","Metadata":{"k":1}}`),
+	}
+	for _, js := range append(append(docs, odd...), sjs) {
+		for _, v := range []func() any{func() any { return new(memory.Message) }, func() any { return new(memory.Session) }} {
+			want, got := v(), v()
+			errWant, errGot := json.Unmarshal(js, want), unmarshalJSON(js, got)
+			if (errWant == nil) != (errGot == nil) || !reflect.DeepEqual(want, got) {
+				t.Fatalf("%s:\nencoding/json %+v (%v)\nunmarshalJSON %+v (%v)", js, want, errWant, got, errGot)
+			}
+		}
+	}
+}

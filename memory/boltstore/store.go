@@ -374,7 +374,7 @@ func decodeSession(key, b []byte) (*memory.Session, error) {
 		j = b[1+crcLen:]
 	}
 	var sess memory.Session
-	if err := json.Unmarshal(j, &sess); err != nil {
+	if err := unmarshalJSON(j, &sess); err != nil {
 		return nil, damaged(fmt.Errorf("session record does not decode: %w", err))
 	}
 	return &sess, nil
