@@ -58,10 +58,11 @@ const anthropicVersion = "2023-06-01"
 
 func (s *Server) anthropicMessages(c echo.Context) error {
 	var req anthropicRequest
-	raw, err := decodeModelCall(c, &req)
+	raw, messages, err := decodeModelCall(c, &req, "messages")
 	if err != nil {
 		return err
 	}
+	req.Messages = messages
 	f := &anthropicFormat{raw: raw, messages: req.Messages, parts: make([]int, len(req.Messages)), thinking: make([]bool, len(req.Messages))}
 	var history []*memory.Message
 	system, firstUser := "", ""
@@ -73,21 +74,12 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		f.origin = append(f.origin, -1)
 	}
 	for i, rm := range req.Messages {
-		var am anthropicMessage
-		if err := json.Unmarshal(rm, &am); err != nil {
-			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
-		}
-		blocks, err := anthropicBlocks(am.Content)
+		d, err := s.anthropicMessage(i, rm)
 		if err != nil {
-			return memory.Errorf(memory.EINVALID, "messages[%d].content: %v", i, err)
+			return err
 		}
-		msgs, err := fromAnthropic(am.Role, blocks)
-		if err != nil {
-			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
-		}
-		for _, b := range blocks {
-			f.thinking[i] = f.thinking[i] || b.Type == "thinking" || b.Type == "redacted_thinking"
-		}
+		msgs := d.msgs
+		f.thinking[i] = d.thinking
 		for _, m := range msgs {
 			if m.Role == memory.RoleUser && firstUser == "" && m.Metadata[turnSystemKey] != true {
 				firstUser = m.Content
@@ -112,6 +104,32 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		stream:   req.Stream,
 	}
 	return s.serveGateway(c, call)
+}
+
+// anthropicMessage reads client message i: from what it decoded to when
+// the client sent it before (see decodedCache), else decoded.
+func (s *Server) anthropicMessage(i int, rm json.RawMessage) (*decodedMessage, error) {
+	if d, ok := s.decodedAnthropic.get(rm); ok {
+		return d, nil
+	}
+	var am anthropicMessage
+	if err := json.Unmarshal(rm, &am); err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+	}
+	blocks, err := anthropicBlocks(am.Content)
+	if err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d].content: %v", i, err)
+	}
+	msgs, err := fromAnthropic(am.Role, blocks)
+	if err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+	}
+	d := &decodedMessage{msgs: msgs}
+	for _, b := range blocks {
+		d.thinking = d.thinking || b.Type == "thinking" || b.Type == "redacted_thinking"
+	}
+	s.decodedAnthropic.put(rm, msgs, d.thinking)
+	return d, nil
 }
 
 // claudeCodeSessionHeader is the session id Claude Code sends on every
