@@ -19,10 +19,11 @@ import (
 //
 // A system message inside messages (a mid-conversation system message:
 // instructions placed after a user turn, which Claude Code sends on every
-// call) is stored where it stands, as a user message marked TurnSystemKey:
-// it belongs to that point of the conversation, not to the system prompt
-// (moving it there would change the cached prefix), and the window keeps
-// or compacts it as it does the turns around it. The API takes one only
+// call) is stored where it stands, as a system message marked
+// memory.TurnSystemKey: it belongs to that point of the conversation, not to
+// the system prompt (moving it there would change the cached prefix), and
+// the window keeps or compacts it as it does the turns around it. (Sessions
+// stored before kept it as a user message with the same mark.) The API takes one only
 // right after a user turn; a window that has dropped that turn gets it
 // back as a user turn of its own (see placeSystemTurns).
 
@@ -200,7 +201,7 @@ func fromAnthropic(role string, blocks []anthropicBlock) ([]*memory.Message, err
 		if text == "" {
 			text = "[empty]"
 		}
-		return []*memory.Message{{Role: memory.RoleUser, Content: text, Metadata: map[string]any{turnSystemKey: true}}}, nil
+		return []*memory.Message{{Role: memory.RoleSystem, Content: text, Metadata: map[string]any{turnSystemKey: true}}}, nil
 	case "user":
 		var out []*memory.Message
 		for _, b := range blocks {
@@ -229,9 +230,9 @@ func fromAnthropic(role string, blocks []anthropicBlock) ([]*memory.Message, err
 	return nil, memory.Errorf(memory.EINVALID, "role: %q is not one of user, assistant, system", role)
 }
 
-// turnSystemKey marks, in a stored user message's metadata, a system
-// message the client sent inside messages (see the top of the file).
-const turnSystemKey = "ctxd_turn_system"
+// turnSystemKey marks a system message the client sent inside messages
+// (see the top of the file).
+const turnSystemKey = memory.TurnSystemKey
 
 // placeSystemTurns makes a window's mid-conversation system turns stand
 // where the API takes them, right after a user turn: one whose user turn
@@ -367,7 +368,7 @@ func (f *anthropicFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 	done := map[int]bool{}
 	for i, m := range w.Messages {
 		at[i] = [2]int{-1, -1}
-		if m.Role == memory.RoleSystem {
+		if m.Role == memory.RoleSystem && !m.IsTurnSystem() {
 			if m.Client >= 0 && f.origin[m.Client] == -1 {
 				clientSystem = true
 			} else {

@@ -136,6 +136,24 @@ func (m *Message) Position() uint64 {
 // IsSummary reports whether m was written by the server to replace others.
 func (m *Message) IsSummary() bool { return m.Kind == KindSummary }
 
+// TurnSystemKey marks, in a system message's metadata, one that stands at
+// its place in the conversation (a system message a client sends between
+// its turns, as Claude Code does on every call) rather than with the
+// system prompt: it keeps its role, and is otherwise kept, ranked and
+// compacted as the turns around it are, not pinned into every window.
+const TurnSystemKey = "ctxd_turn_system"
+
+// IsTurnSystem reports whether m is a system message of a turn (TurnSystemKey).
+func (m *Message) IsTurnSystem() bool {
+	return m.Role == RoleSystem && m.Metadata[TurnSystemKey] == true
+}
+
+// IsStandingSystem reports whether m is a system message that is in every
+// window and counts as pinned: a system message, not a summary's or a turn's.
+func (m *Message) IsStandingSystem() bool {
+	return m.Role == RoleSystem && !m.IsSummary() && !m.IsTurnSystem()
+}
+
 // IsVersion reports whether m is an earlier version of an edited message.
 // It is kept for reading and search, never brought back into a window on
 // its own: its correction stands in the window in its place.
