@@ -571,7 +571,9 @@ func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Messa
 	unlock := g.lock(tenant, session)
 	defer unlock()
 	before := g.version(ctx, tenant, session)
-	res, err := g.s.Append(ctx, session, []*Message{answer})
+	// The client never sees this write's status: a flush prompt it carries
+	// is the next call's to act on.
+	res, err := g.s.AppendWith(ctx, session, []*Message{answer}, AppendOptions{Untold: true})
 	if err != nil {
 		return "", fmt.Errorf("store the upstream's answer: %w", err)
 	}
