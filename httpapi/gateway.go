@@ -417,7 +417,8 @@ func isOverflow(status int, body []byte) bool {
 	b := strings.ToLower(string(body))
 	for _, sign := range []string{"context_length_exceeded", "maximum context length", "prompt is too long", "context window",
 		"too many tokens", "exceed context limit", "exceeds context limit", "context limit", "input is too long",
-		"context length", "maximum prompt length", "reduce the length of the messages", "too large for model"} {
+		"context length", "maximum prompt length", "reduce the length of the messages", "too large for model",
+		"request_too_large"} { // Anthropic's 413 for a body over its size limit: a smaller window is a smaller body
 		if strings.Contains(b, sign) {
 			return true
 		}
