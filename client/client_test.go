@@ -16,6 +16,7 @@ import (
 	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 )
 
 func user(content string) api.MessageIn { return api.MessageIn{Role: "user", Content: content} }
@@ -229,7 +230,7 @@ func TestExport(t *testing.T) {
 	if _, err := c.Append(ctx, "e", []api.MessageIn{user("quinces are in season")}); err != nil {
 		t.Fatal(err)
 	}
-	body, err := c.Export(ctx, memory.ExportOptions{Session: "e"})
+	body, err := c.Export(ctx, admin.ExportOptions{Session: "e"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +248,9 @@ func TestExport(t *testing.T) {
 		!strings.Contains(lines[len(lines)-1], `"complete":true`) {
 		t.Fatalf("export = %q", lines)
 	}
-	_, err = c.Export(ctx, memory.ExportOptions{})
+	_, err = c.Export(ctx, admin.ExportOptions{})
 	wantCode(t, err, http.StatusBadRequest, memory.EINVALID)
-	_, err = c.Export(ctx, memory.ExportOptions{Session: "none"})
+	_, err = c.Export(ctx, admin.ExportOptions{Session: "none"})
 	wantCode(t, err, http.StatusNotFound, memory.ENOTFOUND)
 }
 

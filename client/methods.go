@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 )
 
 // Health checks that the server process is up (GET /healthz).
@@ -253,7 +254,7 @@ func (c *Client) Events(ctx context.Context, stream string, q EventQuery) ([]api
 // store. o.Tenant names another tenant (an admin key's). The caller reads
 // the body to its end and closes it; an export that failed mid-way ends
 // without its complete trailer, or with a read error.
-func (c *Client) Export(ctx context.Context, o memory.ExportOptions) (io.ReadCloser, error) {
+func (c *Client) Export(ctx context.Context, o admin.ExportOptions) (io.ReadCloser, error) {
 	q := url.Values{}
 	if o.Session != "" {
 		q.Set("session", o.Session)

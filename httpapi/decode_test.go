@@ -221,4 +221,27 @@ func TestToolStructureRefused(t *testing.T) {
 			t.Errorf("%s = %d %s, want %d", c.body, a.status, a.raw, c.status)
 		}
 	}
+	// Across writes: a result for a call an earlier write answered is
+	// refused and stores nothing; a result for a call numbered again
+	// after it passes.
+	for i, c := range []struct {
+		body   string
+		status int
+	}{
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[` + call("x1") + `]}]}`, 201},
+		{`{"messages":[{"role":"tool","tool_call_id":"x1","content":"first"}]}`, 201},
+		{`{"messages":[{"role":"user","content":"go on"}]}`, 201},
+		{`{"messages":[{"role":"user","content":"unstored"},{"role":"tool","tool_call_id":"x1","content":"second"}]}`, 400},
+		{`{"messages":[{"role":"assistant","content":"","tool_calls":[` + call("x1") + `]}]}`, 201},
+		{`{"messages":[{"role":"tool","tool_call_id":"x1","content":"again"}]}`, 201},
+	} {
+		a := serve(t, s, "POST", "/v1/sessions/tools-across/messages", []byte(c.body))
+		checkAnswer(t, a)
+		if a.status != c.status {
+			t.Errorf("write %d: %s = %d %s, want %d", i, c.body, a.status, a.raw, c.status)
+		}
+	}
+	if a := serve(t, s, "GET", "/v1/sessions/tools-across/messages", nil); a.status != 200 || strings.Contains(string(a.raw), "unstored") || strings.Count(string(a.raw), `"tool_call_id":"x1"`) != 2 {
+		t.Errorf("after the refused write: %d %s", a.status, a.raw)
+	}
 }

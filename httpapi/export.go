@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 	"github.com/labstack/echo/v4"
 )
 
@@ -39,7 +40,7 @@ func (s *Server) export(c echo.Context) error {
 		// kept-alive connection.
 		defer func() { _ = w.rc.SetWriteDeadline(time.Time{}) }()
 	}
-	rep, err := s.svc.Export(ctx, w, o)
+	rep, err := admin.ExportLive(ctx, s.svc, w, o)
 	if err == nil {
 		return nil
 	}
@@ -54,8 +55,8 @@ func (s *Server) export(c echo.Context) error {
 	panic(http.ErrAbortHandler)
 }
 
-func (s *Server) exportOptions(c echo.Context) (memory.ExportOptions, error) {
-	o := memory.ExportOptions{Session: c.QueryParam("session")}
+func (s *Server) exportOptions(c echo.Context) (admin.ExportOptions, error) {
+	o := admin.ExportOptions{Session: c.QueryParam("session")}
 	var err error
 	if o.All, err = queryBool(c, "all"); err != nil {
 		return o, err

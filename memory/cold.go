@@ -13,18 +13,18 @@ import (
 
 var coldStates = []State{StateDropped, StateSummarized}
 
-// mirrorStates are the states of the messages a session's mirror file
-// holds a line of: see mirrored.
-var mirrorStates = []State{StateDropped, StateSummarized, StateRecovered}
+// MirrorStates are the states of the messages a session's mirror file
+// holds a line of: see Mirrored.
+var MirrorStates = []State{StateDropped, StateSummarized, StateRecovered}
 
-// mirrored keeps, of msgs (read in mirrorStates), those the mirror file
+// Mirrored keeps, of msgs (read in MirrorStates), those the mirror file
 // must hold a line of when it is rewritten: the messages in a cold state,
 // and the recovered originals. A line is written once, when its message
 // first goes cold, and a recovered message dropped again writes none: a
 // rewrite (an edit or delete of another message, a purge, start-up
 // reconciliation, an import) that left out the recovered ones lost their
 // line for good, and restore-cold could not bring them back.
-func mirrored(msgs []*Message) []*Message {
+func Mirrored(msgs []*Message) []*Message {
 	out := msgs[:0]
 	for _, m := range msgs {
 		if !m.InWindow() || m.Cold != nil {
@@ -64,9 +64,9 @@ func (s *Service) rewriteColdMirror(ctx context.Context, tenant, sessionID strin
 	if s.Cold == nil {
 		return
 	}
-	cold, err := s.Store.Messages(ctx, tenant, sessionID, MessageQuery{States: mirrorStates})
+	cold, err := s.Store.Messages(ctx, tenant, sessionID, MessageQuery{States: MirrorStates})
 	if err == nil {
-		err = s.Cold.Rewrite(tenant, sessionID, mirrored(cold))
+		err = s.Cold.Rewrite(tenant, sessionID, Mirrored(cold))
 	}
 	if err != nil {
 		s.mirrorFailed("rewrite the cold mirror of session "+sessionID, err)

@@ -8,18 +8,31 @@ import (
 	"time"
 )
 
-// compareMirror compares one session's mirror file with msgs, the session's
+// MsgRef names a message in a finding.
+type MsgRef struct{ ID, Tenant, SessionID string }
+
+type sessionKey struct{ Tenant, ID string }
+
+// Kinds of mirror damage CompareMirror finds (verify reports them too).
+const (
+	FindColdMissing = "cold_missing"    // a cold message has no mirror line
+	FindColdStale   = "cold_stale"      // a mirror line differs from the store or names no cold message
+	FindColdTorn    = "cold_torn"       // a mirror file ends in a cut line
+	FindColdBad     = "cold_unreadable" // a mirror file has lines that do not parse
+)
+
+// CompareMirror compares one session's mirror file with msgs, the session's
 // stored messages that went cold (in a cold state, or recovered with the
 // line they were given when they went cold), and reports each difference to
 // add: each of msgs needs a line that agrees with the store (the last line
 // of its id; see ColdAuditor.Fingerprint for what must agree), a recovered
-// one too (dropped again, it writes none: see mirrored), and a line may
+// one too (dropped again, it writes none: see Mirrored), and a line may
 // only name one of msgs. verify and start-up's
 // reconciliation judge a file by the same rules.
 //
 // Lines of the ids in damaged (records that fail their checksum) are not
 // differences: such a line may be the last good copy of its message.
-func compareMirror(cold ColdAuditor, sess msgRef, file MirrorFile, msgs []*Message, damaged map[string]bool, add func(kind string, m msgRef, format string, args ...any)) error {
+func CompareMirror(cold ColdAuditor, sess MsgRef, file MirrorFile, msgs []*Message, damaged map[string]bool, add func(kind string, m MsgRef, format string, args ...any)) error {
 	if file.TornBytes > 0 {
 		add(FindColdTorn, sess, "last line cut short (%d bytes without a newline)", file.TornBytes)
 	}
@@ -33,7 +46,7 @@ func compareMirror(cold ColdAuditor, sess msgRef, file MirrorFile, msgs []*Messa
 	wentCold := make(map[string]bool, len(msgs))
 	for _, m := range msgs {
 		wentCold[m.ID] = true
-		ref := msgRef{m.ID, m.Tenant, m.SessionID}
+		ref := MsgRef{m.ID, m.Tenant, m.SessionID}
 		fp, err := cold.Fingerprint(m)
 		if err != nil {
 			return err
@@ -50,7 +63,7 @@ func compareMirror(cold ColdAuditor, sess msgRef, file MirrorFile, msgs []*Messa
 	for _, l := range file.Lines {
 		if !wentCold[l.ID] && !seen[l.ID] && !damaged[l.ID] {
 			seen[l.ID] = true
-			add(FindColdStale, msgRef{l.ID, sess.Tenant, sess.SessionID}, "mirror line names no stored cold message")
+			add(FindColdStale, MsgRef{l.ID, sess.Tenant, sess.SessionID}, "mirror line names no stored cold message")
 		}
 	}
 	return nil
@@ -115,12 +128,12 @@ func (s *Service) reconcileCold(ctx context.Context) error {
 }
 
 // reconcileColdSession rewrites one session's mirror file from the store if
-// it differs (see compareMirror), and says whether it did. It holds the
+// it differs (see CompareMirror), and says whether it did. It holds the
 // session's lock, so it may run while the service serves.
 func (s *Service) reconcileColdSession(ctx context.Context, audit ColdAuditor, tenant, id string) (bool, error) {
 	unlock := s.lockSession(tenant, id)
 	defer unlock()
-	coldNow, err := s.Store.Messages(ctx, tenant, id, MessageQuery{States: mirrorStates})
+	coldNow, err := s.Store.Messages(ctx, tenant, id, MessageQuery{States: MirrorStates})
 	if ErrorCode(err) == EDAMAGED {
 		// Rewriting from a store that cannot read a record would drop the
 		// mirror's line of it, perhaps its last good copy: leave the file
@@ -135,7 +148,7 @@ func (s *Service) reconcileColdSession(ctx context.Context, audit ColdAuditor, t
 	if err != nil {
 		return false, fmt.Errorf("read cold mirror of %s: %w", id, err)
 	}
-	coldNow = mirrored(coldNow)
+	coldNow = Mirrored(coldNow)
 	// Lines may name messages of other states that went cold once: read
 	// what the store has of the ids the states above did not cover.
 	msgs := slices.Clone(coldNow)
@@ -167,7 +180,7 @@ func (s *Service) reconcileColdSession(ctx context.Context, audit ColdAuditor, t
 	}
 	slices.SortFunc(msgs, func(x, y *Message) int { return cmp.Compare(x.Seq, y.Seq) })
 	var kinds []string
-	err = compareMirror(audit, msgRef{Tenant: tenant, SessionID: id}, file, msgs, nil, func(kind string, _ msgRef, _ string, _ ...any) {
+	err = CompareMirror(audit, MsgRef{Tenant: tenant, SessionID: id}, file, msgs, nil, func(kind string, _ MsgRef, _ string, _ ...any) {
 		kinds = append(kinds, kind)
 	})
 	if err != nil || len(kinds) == 0 {

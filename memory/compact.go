@@ -319,7 +319,7 @@ func (s *Service) commitCompaction(ctx context.Context, tenant, sessionID string
 			summaryOf[id] = roll.summary.ID
 		}
 	}
-	cold := ColdInfo{RelevanceScore: 0, Threshold: pol.RelevanceCutoff, PromptAtDrop: truncate(rep.Prompt, maxPromptAtDrop),
+	cold := ColdInfo{RelevanceScore: 0, Threshold: pol.RelevanceCutoff, PromptAtDrop: Truncate(rep.Prompt, maxPromptAtDrop),
 		DroppedAt: now, RecoverableUntil: now.AddDate(0, 0, pol.RecoverableForDays)}
 	var moved, mirror []*Message
 	sess, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {

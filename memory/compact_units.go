@@ -26,7 +26,10 @@ func groupUnits(window []*Message, cost func(*Message) int) []*unit {
 	var open *unit
 	calls := map[string]bool{}
 	for _, m := range window {
+		// A second result for one call (stored before writes were checked
+		// across each other) is a unit of its own, which no window sends.
 		if m.Role == RoleTool && open != nil && calls[m.ToolCallID] {
+			calls[m.ToolCallID] = false
 			open.msgs = append(open.msgs, m)
 			open.tokens += cost(m)
 			continue

@@ -2,7 +2,8 @@
 // token counts, the budget that turns a window's size into a state, the
 // compaction engine, cold storage and recovery, the window builder that
 // answers a context call, search, edits, the gateway's conversation
-// matching, and the offline admin verbs. It imports no storage, index,
+// matching. The offline admin verbs (verify, repair, reindex, export,
+// import) are memory/admin, on the same ports. It imports no storage, index,
 // HTTP or model library (only scoring, for relevance): the adapters
 // implement its interfaces, and internal/server wires them into a Service.
 //
@@ -51,23 +52,26 @@
 //     compact_prune.go (old tool output cut in the window),
 //     compact_summary.go (the rolling summary).
 //   - Cold storage and recovery: cold.go, coldsync.go (the JSONL mirror),
-//     recover.go (by id and for a prompt), restore_cold.go.
+//     recover.go (by id), restore_cold.go.
 //   - The window builder: window.go (Context, the levels of a conversation's
 //     window), window_loop.go (the window of an agent in a tool loop),
 //     window_stable.go (the layout kept between calls so the prefix repeats),
-//     window_recall.go (the recall block before the newest input) and
+//     window_recall.go (the recall block before the newest input),
 //     window_chat.go (a conversation's window for the message just stored:
-//     the working window whole, what the prompt recalls before that message);
-//     the builder also uses score.go, compact_prune.go and recover.go.
+//     the working window whole, what the prompt recalls before that message),
+//     window_recover.go (the recovered level: cold originals the prompt asks
+//     for) and window_score.go (the window's units scored for the prompt);
+//     the builder also uses score.go, compact_prune.go and compact_units.go.
 //   - The gateway: gateway.go (session naming, matching a resent history
 //     against what is stored, superseding, the flush turn), gateway_models.go
 //     (known models' windows), gateway_cache.go (the provider's prompt cache
 //     figures per session, and over a tenant's sessions). httpapi speaks the providers' wire formats.
 //   - Events and history: events.go, history.go (the event log read back as
 //     typed series for the dashboard).
-//   - Admin (offline, on a closed server's data dir): admin.go, verify.go,
-//     repair.go, export.go, import.go, portable.go (the export format),
-//     reindex.go.
+//   - Admin, offline on a closed server's data dir, is its own package,
+//     memory/admin (verify, repair, reindex, export, import and the export
+//     format); it reaches the domain through exported helpers: CatchUpIndex,
+//     RebuildIndex, ScanMessages, CompareMirror, Mirrored, VisitSessions.
 //
 // # A write
 //
@@ -90,8 +94,8 @@
 // the hard limit, then a windowBuilder takes the pinned messages, and
 // either builds a tool loop's window (window_loop.go), or a conversation's
 // cache-stable window for the message just stored (window_chat.go), or takes the recent
-// turns, scores the rest against the prompt (score.go), takes the summary,
-// finds cold originals worth recovering (recover.go), fills the remaining
+// turns, scores the rest against the prompt (window_score.go), takes the summary,
+// finds cold originals worth recovering (window_recover.go), fills the remaining
 // budget by score, and assembles the messages in order, keeping tool-call
 // groups whole (compact_units.go) and cutting old tool output
 // (compact_prune.go). What it recovered is committed to the store; if that carried the window past the

@@ -24,7 +24,9 @@ type indexer struct {
 	lastErr   atomic.Pointer[error]
 }
 
-const changeBatch = 1000
+// ChangeBatch is how many changes or messages one batch of index work
+// (and of admin's pages) holds.
+const ChangeBatch = 1000
 
 // sync returns once the index holds every change up to seq.
 func (ix *indexer) sync(ctx context.Context, seq uint64) error {
@@ -48,7 +50,7 @@ func (ix *indexer) sync(ctx context.Context, seq uint64) error {
 // replay applies every change after the watermark. Callers hold mu.
 func (ix *indexer) replay(ctx context.Context) error {
 	for {
-		changes, err := ix.store.Changes(ctx, ix.watermark.Load(), changeBatch)
+		changes, err := ix.store.Changes(ctx, ix.watermark.Load(), ChangeBatch)
 		if err != nil {
 			return fmt.Errorf("read change log: %w", err)
 		}
@@ -180,7 +182,7 @@ func (ix *indexer) loadVectors(ctx context.Context) error {
 	return nil
 }
 
-// inBatches feeds what scan visits to apply, changeBatch at a time, and
+// inBatches feeds what scan visits to apply, ChangeBatch at a time, and
 // returns how many went through. Each call gets a fresh slice.
 func inBatches(scan func(func(*Message) error) error, apply func([]*Message) error) (int, error) {
 	var batch []*Message
@@ -192,12 +194,12 @@ func inBatches(scan func(func(*Message) error) error, apply func([]*Message) err
 			return err
 		}
 		n += len(batch)
-		batch = make([]*Message, 0, changeBatch)
+		batch = make([]*Message, 0, ChangeBatch)
 		return nil
 	}
 	err := scan(func(m *Message) error {
 		batch = append(batch, m)
-		if len(batch) == changeBatch {
+		if len(batch) == ChangeBatch {
 			return flush()
 		}
 		return nil
@@ -250,7 +252,7 @@ func (ix *indexer) needsRebuild(ctx context.Context, wm, last uint64) (string, e
 // counts.
 func (ix *indexer) storedMessages(ctx context.Context) (uint64, error) {
 	var n uint64
-	err := visitSessions(ctx, ix.store, func(s *Session) error {
+	err := VisitSessions(ctx, ix.store, func(s *Session) error {
 		c := s.Counts
 		n += uint64(c.Active + c.Summarized + c.Dropped + c.Recovered)
 		return nil
@@ -282,7 +284,7 @@ func (ix *indexer) rebuild(ctx context.Context, upTo uint64) error {
 		return fmt.Errorf("list index documents: %w", err)
 	}
 	stored := make(map[string]bool, len(extra))
-	err = scanMessages(ctx, ix.store, func(m *Message) error {
+	err = ScanMessages(ctx, ix.store, func(m *Message) error {
 		stored[m.ID] = true
 		return nil
 	}, func(d *DamagedRecord) { stored[d.MessageID] = true })
@@ -311,7 +313,7 @@ func (ix *indexer) rebuildWith(ctx context.Context, upTo uint64, done func(int))
 	// A damaged record is left out and logged, not a reason to refuse to
 	// start: verify reports it, and the rest of the store is served.
 	scan := func(fn func(*Message) error) error {
-		return scanMessages(ctx, ix.store, fn, func(d *DamagedRecord) {
+		return ScanMessages(ctx, ix.store, fn, func(d *DamagedRecord) {
 			ix.log.Error("damaged record left out of the index (run ctxd verify)", "err", d)
 		})
 	}
@@ -377,4 +379,42 @@ func (s *Service) syncIndexSoon() {
 		s.syncQueued.Store(false)
 		s.syncIndex(context.Background())
 	}()
+}
+
+// ScanMessages is the store's ScanMessages when it has one, else
+// ForEachMessage (which stops at the first damaged record).
+func ScanMessages(ctx context.Context, st Store, fn func(*Message) error, damaged func(*DamagedRecord)) error {
+	if ds, ok := st.(DamageScanner); ok {
+		return ds.ScanMessages(ctx, fn, damaged)
+	}
+	return st.ForEachMessage(ctx, fn)
+}
+
+// CatchUpIndex brings ix up to the store through the change log, the path
+// the server takes at start, then lets the store forget what the index
+// holds (admin runs it offline).
+func CatchUpIndex(ctx context.Context, st Store, ix Index, log *slog.Logger) error {
+	i := &indexer{store: st, index: ix, log: log}
+	if err := i.catchUp(ctx, time.Now()); err != nil {
+		return err
+	}
+	if err := i.trim(ctx); err != nil {
+		return fmt.Errorf("trim change log: %w", err)
+	}
+	return nil
+}
+
+// RebuildIndex writes every stored message into ix afresh, marks it as up
+// to upTo and trims the store's change log; done hears each batch. It
+// returns how many documents it wrote.
+func RebuildIndex(ctx context.Context, st Store, ix Index, log *slog.Logger, upTo uint64, done func(int)) (int, error) {
+	i := &indexer{store: st, index: ix, log: log}
+	n, err := i.rebuildWith(ctx, upTo, done)
+	if err != nil {
+		return n, err
+	}
+	if err := i.trim(ctx); err != nil {
+		return n, fmt.Errorf("trim change log: %w", err)
+	}
+	return n, nil
 }

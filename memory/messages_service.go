@@ -153,6 +153,53 @@ func ValidateMessages(msgs []*Message, lim Limits) error {
 	return nil
 }
 
+// answerLookback bounds how far back a write's tool result is checked
+// against the session: a call is answered within a few messages, and the
+// check must not grow with the session.
+const answerLookback = 256
+
+// checkAnsweredBefore refuses a result of this write for a call the session
+// answered in an earlier write (ValidateMessages checks within the write):
+// both results would stand in every window. The newest stored call or
+// result with the id decides, so ids a model numbers again on every turn
+// pass; a result whose call is older than the lookback is left to the
+// window, which never sends a second result for one call.
+func checkAnsweredBefore(tx SessionTx, add []*Message) error {
+	pending := map[string]bool{} // call ids of results no call of this write answers
+	called := map[string]bool{}
+	for _, m := range add {
+		for _, tc := range m.ToolCalls {
+			called[tc.ID] = true
+		}
+		if m.Role == RoleTool && m.ToolCallID != "" && !called[m.ToolCallID] {
+			pending[m.ToolCallID] = true
+		}
+	}
+	before := uint64(0)
+	for seen := 0; len(pending) > 0 && seen < answerLookback; {
+		page, err := tx.Messages(MessageQuery{Desc: true, BeforeSeq: before, Limit: 32})
+		if err != nil {
+			return err
+		}
+		for _, m := range page {
+			for _, tc := range m.ToolCalls {
+				delete(pending, tc.ID) // the newest with this id is a call: the result answers it
+			}
+			if m.Role == RoleTool {
+				if pending[m.ToolCallID] {
+					return Errorf(EINVALID, "tool_call_id: call %q is answered by stored message %s already; send one result per call", m.ToolCallID, m.ID)
+				}
+			}
+			before = m.Seq
+		}
+		seen += len(page)
+		if len(page) < 32 {
+			break
+		}
+	}
+	return nil
+}
+
 // knownClientIDs looks up the client ids of msgs the session holds already,
 // so their messages are neither counted nor embedded again.
 func (s *Service) knownClientIDs(ctx context.Context, tenant, sessionID string, msgs []*Message) (map[string]*Message, error) {
@@ -194,6 +241,9 @@ func (s *Service) appendTx(tx SessionTx, msgs []*Message, known map[string]*Mess
 		pinned += PinnedCost(m)
 	}
 	if err := s.checkPinned(tx, pinned); err != nil {
+		return err
+	}
+	if err := checkAnsweredBefore(tx, add); err != nil {
 		return err
 	}
 	sess := tx.Session()

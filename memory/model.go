@@ -7,14 +7,14 @@ import (
 )
 
 const (
-	metaEmbedModel = "embed_model"
-	metaEmbedDim   = "embed_dim"
+	MetaEmbedModel = "embed_model"
+	MetaEmbedDim   = "embed_dim"
 )
 
 // checkModel makes sure the stored vectors came from the configured embedder:
 // vectors of two models are not comparable and must never be mixed.
 func (s *Service) checkModel(ctx context.Context) error {
-	stored, err := s.Store.Meta(ctx, metaEmbedModel)
+	stored, err := s.Store.Meta(ctx, MetaEmbedModel)
 	if err != nil {
 		return fmt.Errorf("read embedding model: %w", err)
 	}
@@ -34,10 +34,10 @@ func (s *Service) checkModel(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.Store.SetMeta(ctx, metaEmbedDim, strconv.Itoa(s.Embedder.Dim())); err != nil {
+	if err := s.Store.SetMeta(ctx, MetaEmbedDim, strconv.Itoa(s.Embedder.Dim())); err != nil {
 		return fmt.Errorf("record embedding dim: %w", err)
 	}
-	if err := s.Store.SetMeta(ctx, metaEmbedModel, want); err != nil {
+	if err := s.Store.SetMeta(ctx, MetaEmbedModel, want); err != nil {
 		return fmt.Errorf("record embedding model: %w", err)
 	}
 	return nil

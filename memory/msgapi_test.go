@@ -33,7 +33,7 @@ func (c *clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c
 // wrap the bbolt store. Cleanup closes everything and checks the file.
 func openService(t *testing.T, clk *clock, wrap func(*boltstore.Store) memory.Store) (*memory.Service, *boltstore.Store) {
 	t.Helper()
-	_, st, idx, cold := openAdmin(t, t.TempDir())
+	st, idx, cold := memorytest.Adapters(t, t.TempDir())
 	emb, err := glove.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func openService(t *testing.T, clk *clock, wrap func(*boltstore.Store) memory.St
 	if err := svc.Open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Close() }) // before openAdmin's cleanup closes the adapters
+	t.Cleanup(func() { svc.Close() }) // before Adapters' cleanup closes them
 	return svc, st
 }
 

@@ -9,6 +9,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -279,6 +280,28 @@ type Progress interface {
 	Add(n int)
 	End()
 }
+
+// IndexDoc is what the full-text index holds of one message.
+type IndexDoc struct {
+	ID, Tenant, SessionID string
+	State                 State
+}
+
+// MirrorFile is a session's cold mirror as read back.
+type MirrorFile struct {
+	Lines     []MirrorLine
+	TornBytes int   // a last line without a newline (a cut write)
+	BadLines  []int // 1-based numbers of complete lines that do not parse
+}
+
+// MirrorLine is one readable line of a mirror file.
+type MirrorLine struct{ ID, Fingerprint string }
+
+// ErrIndexNoAccess marks an index ctxd may not read or write (permissions,
+// a read-only file system): verify reports it as such rather than as
+// damage, and nothing rebuilds it (that would fail the same way, or throw a
+// good index away).
+var ErrIndexNoAccess = errors.New("index is not accessible (not damaged)")
 
 // DocLister lists the documents of the full-text index.
 type DocLister interface {

@@ -220,7 +220,7 @@ func (s *Service) maintain(ctx context.Context) {
 			s.Logger.Error("index catch-up failed; will retry", "err", err)
 			continue
 		}
-		if wm := s.ix.watermark.Load(); wm > trimmed+changeBatch {
+		if wm := s.ix.watermark.Load(); wm > trimmed+ChangeBatch {
 			if err := s.ix.trim(ctx); err != nil {
 				s.Logger.Warn("trim change log", "err", err)
 				continue
@@ -319,11 +319,11 @@ func EmbedText(m *Message) string {
 
 // forEachSession visits every session of every tenant.
 func (s *Service) forEachSession(ctx context.Context, fn func(*Session) error) error {
-	return visitSessions(ctx, s.Store, fn)
+	return VisitSessions(ctx, s.Store, fn)
 }
 
-// visitSessions visits every session of every tenant, by tenant then id.
-func visitSessions(ctx context.Context, st Store, fn func(*Session) error) error {
+// VisitSessions visits every session of every tenant, by tenant then id.
+func VisitSessions(ctx context.Context, st Store, fn func(*Session) error) error {
 	tenants, err := st.Tenants(ctx)
 	if err != nil {
 		return err

@@ -25,12 +25,12 @@ var sessionIDPattern = regexp.MustCompile(SessionIDPattern)
 // [A-Za-z0-9._:-], not starting with a dot (so no id is a path like "..").
 func ValidateSessionID(id string) error {
 	if !sessionIDPattern.MatchString(id) {
-		return Errorf(EINVALID, "session id %q: use 1 to 128 characters of A-Z a-z 0-9 . _ : - not starting with '.'", truncate(id, 140))
+		return Errorf(EINVALID, "session id %q: use 1 to 128 characters of A-Z a-z 0-9 . _ : - not starting with '.'", Truncate(id, 140))
 	}
 	return nil
 }
 
-func truncate(s string, n int) string {
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

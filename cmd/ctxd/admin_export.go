@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/client"
-	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 	"github.com/spf13/cobra"
 )
 
 func newExportCmd() *cobra.Command {
-	var o memory.ExportOptions
+	var o admin.ExportOptions
 	var out, server, apiKey string
 	var timeout time.Duration
 	var explicitServer bool
@@ -54,7 +54,7 @@ func newExportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := exportTo(out, cmd.OutOrStdout(), func(w io.Writer) (*memory.ExportReport, error) {
+			rep, err := exportTo(out, cmd.OutOrStdout(), func(w io.Writer) (*admin.ExportReport, error) {
 				return exportRemote(ctx, api, w, o, timeout)
 			})
 			if err != nil {
@@ -68,7 +68,7 @@ func newExportCmd() *cobra.Command {
 			return err
 		}
 		defer d.Close()
-		rep, err := exportTo(out, cmd.OutOrStdout(), func(w io.Writer) (*memory.ExportReport, error) {
+		rep, err := exportTo(out, cmd.OutOrStdout(), func(w io.Writer) (*admin.ExportReport, error) {
 			return d.admin.Export(ctx, w, o)
 		})
 		if err != nil {
@@ -91,13 +91,13 @@ func newExportCmd() *cobra.Command {
 // exportRemote streams GET /v1/export into w, reading it through as it
 // goes: the stream answered 200 before it was read, so only its trailer
 // (or a cut connection) says whether it is whole.
-func exportRemote(ctx context.Context, api *client.Client, w io.Writer, o memory.ExportOptions, timeout time.Duration) (*memory.ExportReport, error) {
+func exportRemote(ctx context.Context, api *client.Client, w io.Writer, o admin.ExportOptions, timeout time.Duration) (*admin.ExportReport, error) {
 	body, err := api.Export(ctx, o)
 	if err != nil {
 		return nil, explain(err, api, timeout)
 	}
 	defer body.Close()
-	rep, err := memory.CheckExport(io.TeeReader(body, w))
+	rep, err := admin.CheckExport(io.TeeReader(body, w))
 	if err != nil {
 		return nil, fmt.Errorf("export from %s: %w", api.BaseURL(), err)
 	}
@@ -106,7 +106,7 @@ func exportRemote(ctx context.Context, api *client.Client, w io.Writer, o memory
 
 // exportTo writes to stdout or to path, atomically: a failed export leaves
 // no partial file under the name asked for.
-func exportTo(path string, stdout io.Writer, write func(io.Writer) (*memory.ExportReport, error)) (*memory.ExportReport, error) {
+func exportTo(path string, stdout io.Writer, write func(io.Writer) (*admin.ExportReport, error)) (*admin.ExportReport, error) {
 	if path == "-" {
 		return write(stdout)
 	}

@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 	"github.com/spf13/cobra"
 )
 
 func newImportCmd() *cobra.Command {
-	var o memory.ImportOptions
+	var o admin.ImportOptions
 	cmd := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Restore an export into a data dir (server stopped)",

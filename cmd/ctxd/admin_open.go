@@ -12,6 +12,7 @@ import (
 	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 	"github.com/ctxd/ctxd/memory/boltstore"
 	"github.com/ctxd/ctxd/memory/pgstore"
 )
@@ -40,7 +41,7 @@ type dataDir struct {
 	store memory.Store
 	index *index.Index
 	cold  *coldstore.Store
-	admin *memory.Admin
+	admin *admin.Admin
 }
 
 // openDataDir opens cfg.DataDir; create allows a new data dir (import).
@@ -85,10 +86,10 @@ func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, pro
 	return d, nil
 }
 
-func (d *dataDir) newAdmin(cfg Config, progress memory.Progress, indexErr error) *memory.Admin {
+func (d *dataDir) newAdmin(cfg Config, progress memory.Progress, indexErr error) *admin.Admin {
 	m := NewMain(cfg)
 	m.Logger = d.log
-	a := &memory.Admin{Store: d.store, Cold: coldstore.Mirror{Store: d.cold}, Logger: d.log, Progress: progress,
+	a := &admin.Admin{Store: d.store, Cold: coldstore.Mirror{Store: d.cold}, Logger: d.log, Progress: progress,
 		Embedder: m.OpenEmbedder, IndexErr: indexErr}
 	if d.index != nil {
 		a.Index, a.Docs = d.index, d.index

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 	"github.com/spf13/cobra"
 )
 
@@ -79,12 +79,12 @@ func newVerifyCmd() *cobra.Command {
 
 // verifyResult is verify's JSON: what was found, and after a repair what remains.
 type verifyResult struct {
-	Before   *memory.VerifyReport `json:"before"`
-	Repaired bool                 `json:"repaired"`
-	After    *memory.VerifyReport `json:"after"`
+	Before   *admin.VerifyReport `json:"before"`
+	Repaired bool                `json:"repaired"`
+	After    *admin.VerifyReport `json:"after"`
 }
 
-func printReport(w io.Writer, rep *memory.VerifyReport) {
+func printReport(w io.Writer, rep *admin.VerifyReport) {
 	for _, f := range rep.Findings {
 		fmt.Fprintln(w, f.String())
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 )
 
 // fetchExport reads GET /v1/export?query whole, as ts's caller.
@@ -40,16 +41,16 @@ func fetchExport(t *testing.T, ts *testServer, query string) (int, []byte) {
 	return res.StatusCode, b
 }
 
-// parsedExport is an export's records, checked whole by memory.CheckExport.
+// parsedExport is an export's records, checked whole by admin.CheckExport.
 type parsedExport struct {
 	sessions []*memory.Session
 	messages map[string][]*memory.Message // by tenant/session
-	trailer  *memory.ExportTrailer
+	trailer  *admin.ExportTrailer
 }
 
 func parseExport(t *testing.T, b []byte) parsedExport {
 	t.Helper()
-	if _, err := memory.CheckExport(bytes.NewReader(b)); err != nil {
+	if _, err := admin.CheckExport(bytes.NewReader(b)); err != nil {
 		t.Fatalf("the export is not whole: %v\n%s", err, b)
 	}
 	p := parsedExport{messages: map[string][]*memory.Message{}}
@@ -57,18 +58,18 @@ func parseExport(t *testing.T, b []byte) parsedExport {
 	sc.Buffer(nil, 64<<20)
 	var cur *memory.Session
 	for sc.Scan() {
-		var rec memory.ExportRecord
+		var rec admin.ExportRecord
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			t.Fatalf("export line %q: %v", sc.Text(), err)
 		}
 		switch rec.Type {
-		case memory.RecordSession:
+		case admin.RecordSession:
 			cur = rec.Session
 			p.sessions = append(p.sessions, cur)
-		case memory.RecordMessage:
+		case admin.RecordMessage:
 			k := cur.Tenant + "/" + cur.ID
 			p.messages[k] = append(p.messages[k], rec.Message)
-		case memory.RecordTrailer:
+		case admin.RecordTrailer:
 			p.trailer = rec.Trailer
 		}
 	}

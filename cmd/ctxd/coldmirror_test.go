@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 )
 
 // compactCold fills a session with chatter tagged with word and compacts it,
@@ -45,7 +46,7 @@ func compactCold(t *testing.T, ts *testServer, session, word string) []string {
 }
 
 // verifyReport runs `ctxd verify --json` on a stopped server's data dir.
-func verifyReport(t *testing.T, dir string) *memory.VerifyReport {
+func verifyReport(t *testing.T, dir string) *admin.VerifyReport {
 	t.Helper()
 	out, errOut, err := runCtxd(t, "verify", "--data-dir", dir, "--json")
 	var res verifyResult
@@ -131,7 +132,7 @@ func TestStartReconcilesColdMirror(t *testing.T) {
 
 	rep := verifyReport(t, dir)
 	counts := rep.Counts()
-	for _, k := range []string{memory.FindColdMissing, memory.FindColdStale, memory.FindColdTorn, memory.FindColdOrphan} {
+	for _, k := range []string{memory.FindColdMissing, memory.FindColdStale, memory.FindColdTorn, admin.FindColdOrphan} {
 		if counts[k] == 0 {
 			t.Fatalf("the damage made no %s finding: %v", k, rep.Findings)
 		}
@@ -143,7 +144,7 @@ func TestStartReconcilesColdMirror(t *testing.T) {
 	ts.mustDo(200, "GET", "/v1/sessions/alpha", nil)
 	ts.Stop()
 	rep = verifyReport(t, dir)
-	if len(rep.Findings) != 1 || rep.Findings[0].Kind != memory.FindColdOrphan || rep.Findings[0].SessionID != "lost" {
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != admin.FindColdOrphan || rep.Findings[0].SessionID != "lost" {
 		t.Fatalf("after a start, verify finds %v; want only the orphan file", rep.Findings)
 	}
 	if _, err := os.Stat(orphan); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/ctxd/ctxd/index/openai"
 	"github.com/ctxd/ctxd/internal/version"
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 	"github.com/ctxd/ctxd/metrics"
 	"github.com/ctxd/ctxd/summarize"
 	"github.com/ctxd/ctxd/tokenizer"
@@ -93,7 +94,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	if m.Store, empty, err = m.openStore(ctx); err != nil {
 		return err
 	}
-	if err = memory.CheckNoInterruptedImport(ctx, m.Store); err != nil {
+	if err = admin.CheckNoInterruptedImport(ctx, m.Store); err != nil {
 		return err
 	}
 	emb, err := m.OpenEmbedder(ctx)

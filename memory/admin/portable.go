@@ -1,7 +1,9 @@
-package memory
+package admin
 
 import (
 	"time"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // The export format: JSON lines. The first line is a header; then each
@@ -54,11 +56,11 @@ type ExportTrailer struct {
 
 // ExportRecord is one line of an export.
 type ExportRecord struct {
-	Type    string         `json:"type"`
-	Header  *ExportHeader  `json:"header,omitempty"`
-	Session *Session       `json:"session,omitempty"`
-	Message *Message       `json:"message,omitempty"`
-	Trailer *ExportTrailer `json:"trailer,omitempty"`
+	Type    string          `json:"type"`
+	Header  *ExportHeader   `json:"header,omitempty"`
+	Session *memory.Session `json:"session,omitempty"`
+	Message *memory.Message `json:"message,omitempty"`
+	Trailer *ExportTrailer  `json:"trailer,omitempty"`
 	// Vector is the message's embedding, with --vectors only.
 	Vector []float32 `json:"vector,omitempty"`
 }

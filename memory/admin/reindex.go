@@ -1,8 +1,10 @@
-package memory
+package admin
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // ReindexReport says what a reindex did.
@@ -39,16 +41,12 @@ func (a *Admin) Reindex(ctx context.Context) (*ReindexReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read store seq: %w", err)
 	}
-	ix := a.indexer()
 	p := a.progress()
 	p.Begin("indexing", len(sc.msgs))
-	rep.IndexedDocs, err = ix.rebuildWith(ctx, last, p.Add)
+	rep.IndexedDocs, err = memory.RebuildIndex(ctx, a.Store, a.Index, a.indexLog(), last, p.Add)
 	p.End()
 	if err != nil {
 		return nil, err
-	}
-	if err := ix.trim(ctx); err != nil {
-		return nil, fmt.Errorf("trim change log: %w", err)
 	}
 	return rep, nil
 }

@@ -1,4 +1,4 @@
-package memory
+package admin
 
 import (
 	"bufio"
@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // ImportOptions tune an import.
@@ -61,7 +63,7 @@ func (a *Admin) Import(ctx context.Context, r io.ReadSeeker, o ImportOptions) (*
 		if prev != nil {
 			msg = fmt.Sprintf(" (an import of another export, sha256 %s, was interrupted here on %s: import that file again to finish it)", prev.Export, prev.Started.Format(time.RFC3339))
 		}
-		return nil, Errorf(ECONFLICT, "%d session(s) of the export exist in this data dir already (first: %q of tenant %q): nothing was imported; use --replace to overwrite them%s",
+		return nil, memory.Errorf(memory.ECONFLICT, "%d session(s) of the export exist in this data dir already (first: %q of tenant %q): nothing was imported; use --replace to overwrite them%s",
 			len(existing), existing[0].ID, existing[0].Tenant, msg)
 	}
 	useVectors, err := a.importModel(ctx, hdr)
@@ -81,10 +83,10 @@ func (a *Admin) Import(ctx context.Context, r io.ReadSeeker, o ImportOptions) (*
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("rewind export: %w", err)
 	}
-	var cold []SessionRef
+	var cold []memory.SessionRef
 	p := a.progress()
 	p.Begin("importing", total)
-	err = readExport(r, func(s *Session, msgs []*Message) error {
+	err = readExport(r, func(s *memory.Session, msgs []*memory.Message) error {
 		n, err := a.importSession(ctx, s, msgs, useVectors)
 		if err != nil {
 			return err
@@ -94,7 +96,7 @@ func (a *Admin) Import(ctx context.Context, r io.ReadSeeker, o ImportOptions) (*
 		rep.Reembedded += n
 		for _, m := range msgs {
 			if !m.InWindow() {
-				cold = append(cold, SessionRef{s.Tenant, s.ID})
+				cold = append(cold, memory.SessionRef{Tenant: s.Tenant, ID: s.ID})
 				break
 			}
 		}
@@ -130,7 +132,7 @@ type importMark struct {
 	Started time.Time `json:"started_at"`
 }
 
-func interruptedImport(ctx context.Context, st Store) (*importMark, error) {
+func interruptedImport(ctx context.Context, st memory.Store) (*importMark, error) {
 	v, err := st.Meta(ctx, ImportMetaKey)
 	if err != nil || v == "" {
 		return nil, err
@@ -144,19 +146,19 @@ func interruptedImport(ctx context.Context, st Store) (*importMark, error) {
 
 // CheckNoInterruptedImport refuses a store an import did not finish: it
 // holds part of an export, which served would look whole.
-func CheckNoInterruptedImport(ctx context.Context, st Store) error {
+func CheckNoInterruptedImport(ctx context.Context, st memory.Store) error {
 	m, err := interruptedImport(ctx, st)
 	if err != nil || m == nil {
 		return err
 	}
-	return Errorf(EUNAVAILABLE, "an import into this store did not finish (export sha256 %s, started %s): it holds part of that export. "+
+	return memory.Errorf(memory.EUNAVAILABLE, "an import into this store did not finish (export sha256 %s, started %s): it holds part of that export. "+
 		"Run `ctxd import` on the same file again to finish it (no --replace needed), or start over on an empty data dir", m.Export, m.Started.Format(time.RFC3339))
 }
 
 // importPlan reads the header, lists the export's sessions that exist and
 // counts its messages.
-func (a *Admin) importPlan(ctx context.Context, r io.Reader) (*ExportHeader, []SessionRef, int, error) {
-	var existing []SessionRef
+func (a *Admin) importPlan(ctx context.Context, r io.Reader) (*ExportHeader, []memory.SessionRef, int, error) {
+	var existing []memory.SessionRef
 	var chk exportCheck
 	p := a.progress()
 	p.Begin("checking the export", 0)
@@ -170,8 +172,8 @@ func (a *Admin) importPlan(ctx context.Context, r io.Reader) (*ExportHeader, []S
 			s := rec.Session
 			_, err := a.Store.Session(ctx, s.Tenant, s.ID)
 			if err == nil {
-				existing = append(existing, SessionRef{s.Tenant, s.ID})
-			} else if ErrorCode(err) != ENOTFOUND {
+				existing = append(existing, memory.SessionRef{Tenant: s.Tenant, ID: s.ID})
+			} else if memory.ErrorCode(err) != memory.ENOTFOUND {
 				return err
 			}
 		}
@@ -202,21 +204,21 @@ func CheckExport(r io.Reader) (*ExportReport, error) {
 // end tells whether what it saw is a whole export.
 type exportCheck struct {
 	hdr                *ExportHeader
-	sess               *Session // the session the messages read now follow
+	sess               *memory.Session // the session the messages read now follow
 	trailer            *ExportTrailer
 	sessions, messages int
 }
 
 func (c *exportCheck) see(rec *ExportRecord, line int) error {
 	if c.trailer != nil {
-		return Errorf(EINVALID, "export line %d: a record after the trailer", line)
+		return memory.Errorf(memory.EINVALID, "export line %d: a record after the trailer", line)
 	}
 	if c.hdr == nil {
 		if rec.Type != RecordHeader || rec.Header == nil || rec.Header.Format != ExportFormat {
-			return Errorf(EINVALID, "not a ctxd export: the first line is not a %s header", ExportFormat)
+			return memory.Errorf(memory.EINVALID, "not a ctxd export: the first line is not a %s header", ExportFormat)
 		}
 		if rec.Header.Version != ExportVersion {
-			return Errorf(EINVALID, "export format version %d: this ctxd reads version %d", rec.Header.Version, ExportVersion)
+			return memory.Errorf(memory.EINVALID, "export format version %d: this ctxd reads version %d", rec.Header.Version, ExportVersion)
 		}
 		c.hdr = rec.Header
 		return nil
@@ -232,10 +234,10 @@ func (c *exportCheck) see(rec *ExportRecord, line int) error {
 	case RecordTrailer:
 		t := rec.Trailer
 		if !t.Complete {
-			return Errorf(EINVALID, "export line %d: the export is incomplete: its writer failed (%s)", line, t.Error)
+			return memory.Errorf(memory.EINVALID, "export line %d: the export is incomplete: its writer failed (%s)", line, t.Error)
 		}
 		if t.Sessions != c.sessions || t.Messages != c.messages {
-			return Errorf(EINVALID, "export line %d: the trailer counts %d sessions and %d messages, the export has %d and %d",
+			return memory.Errorf(memory.EINVALID, "export line %d: the trailer counts %d sessions and %d messages, the export has %d and %d",
 				line, t.Sessions, t.Messages, c.sessions, c.messages)
 		}
 		c.trailer = t
@@ -246,9 +248,9 @@ func (c *exportCheck) see(rec *ExportRecord, line int) error {
 func (c *exportCheck) end() error {
 	switch {
 	case c.hdr == nil:
-		return Errorf(EINVALID, "not a ctxd export: empty")
+		return memory.Errorf(memory.EINVALID, "not a ctxd export: empty")
 	case c.hdr.Trailer && c.trailer == nil:
-		return Errorf(EINVALID, "the export is cut short: it ends without its trailer, after %d sessions and %d messages", c.sessions, c.messages)
+		return memory.Errorf(memory.EINVALID, "the export is cut short: it ends without its trailer, after %d sessions and %d messages", c.sessions, c.messages)
 	}
 	return nil
 }
@@ -279,8 +281,8 @@ func (a *Admin) importModel(ctx context.Context, hdr *ExportHeader) (bool, error
 
 // importSession embeds what needs it and writes the session; it returns how
 // many messages were embedded.
-func (a *Admin) importSession(ctx context.Context, s *Session, msgs []*Message, useVectors bool) (int, error) {
-	var embed []*Message
+func (a *Admin) importSession(ctx context.Context, s *memory.Session, msgs []*memory.Message, useVectors bool) (int, error) {
+	var embed []*memory.Message
 	for _, m := range msgs {
 		if !useVectors || len(m.Vector) == 0 {
 			m.Vector = nil
@@ -299,7 +301,7 @@ func (a *Admin) importSession(ctx context.Context, s *Session, msgs []*Message, 
 
 // importCold writes the mirror files of the imported sessions with cold
 // messages, and drops those of replaced sessions that have none now.
-func (a *Admin) importCold(ctx context.Context, replaced, cold []SessionRef) error {
+func (a *Admin) importCold(ctx context.Context, replaced, cold []memory.SessionRef) error {
 	if a.Cold == nil {
 		return nil
 	}
@@ -317,9 +319,9 @@ func (a *Admin) importCold(ctx context.Context, replaced, cold []SessionRef) err
 }
 
 // readExport calls fn with each session of an export and its messages.
-func readExport(r io.Reader, fn func(*Session, []*Message) error) error {
-	var sess *Session
-	var msgs []*Message
+func readExport(r io.Reader, fn func(*memory.Session, []*memory.Message) error) error {
+	var sess *memory.Session
+	var msgs []*memory.Message
 	flush := func() error {
 		if sess == nil {
 			return nil
@@ -339,7 +341,7 @@ func readExport(r io.Reader, fn func(*Session, []*Message) error) error {
 			sess = rec.Session
 		case RecordMessage:
 			if sess == nil {
-				return Errorf(EINVALID, "export line %d: a message before any session", line)
+				return memory.Errorf(memory.EINVALID, "export line %d: a message before any session", line)
 			}
 			m := rec.Message
 			if m.Tenant == "" {
@@ -374,10 +376,10 @@ func scanExport(r io.Reader, fn func(*ExportRecord, int) error) error {
 		dec.UseNumber()
 		var rec ExportRecord
 		if err := dec.Decode(&rec); err != nil {
-			return Errorf(EINVALID, "export line %d: %v", line, err)
+			return memory.Errorf(memory.EINVALID, "export line %d: %v", line, err)
 		}
 		if err := rec.check(); err != nil {
-			return Errorf(EINVALID, "export line %d: %v", line, err)
+			return memory.Errorf(memory.EINVALID, "export line %d: %v", line, err)
 		}
 		if err := fn(&rec, line); err != nil {
 			return err
@@ -385,7 +387,7 @@ func scanExport(r io.Reader, fn func(*ExportRecord, int) error) error {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return Errorf(EINVALID, "export line %d: longer than %d bytes", line+1, maxExportLine)
+			return memory.Errorf(memory.EINVALID, "export line %d: longer than %d bytes", line+1, maxExportLine)
 		}
 		return fmt.Errorf("read export: %w", err)
 	}
@@ -402,7 +404,7 @@ func (rec *ExportRecord) check() error {
 		if rec.Session == nil {
 			return fmt.Errorf("session record without a session")
 		}
-		if err := ValidateSessionID(rec.Session.ID); err != nil {
+		if err := memory.ValidateSessionID(rec.Session.ID); err != nil {
 			return err
 		}
 	case RecordMessage:

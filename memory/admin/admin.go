@@ -1,12 +1,13 @@
-package memory
+package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // Admin is the offline maintenance of a data dir (reindex, export, import,
@@ -14,40 +15,24 @@ import (
 // are set before use; Index, Docs and Cold are optional for verbs that do
 // not need them.
 type Admin struct {
-	Store Store
-	Index Index
+	Store memory.Store
+	Index memory.Index
 	// IndexErr is why Index is nil when the index could not be opened
 	// (missing, corrupt): verify reports it.
-	IndexErr error // ErrIndexNoAccess: see there
+	IndexErr error // memory.ErrIndexNoAccess: see there
 	// Docs lists the documents of Index (the same index).
-	Docs DocLister
+	Docs memory.DocLister
 	// Cold is the cold mirror, read back by verify and written by import.
-	Cold ColdAuditor
+	Cold memory.ColdAuditor
 	// Embedder opens the configured embedder on first need: most runs never
 	// embed anything, and opening one can cost a model load or a request.
-	Embedder func(context.Context) (Embedder, error)
+	Embedder func(context.Context) (memory.Embedder, error)
 	Logger   *slog.Logger
-	Progress Progress
+	Progress memory.Progress
 	Now      func() time.Time
 
-	emb Embedder
+	emb memory.Embedder
 }
-
-// IndexDoc is what the full-text index holds of one message.
-type IndexDoc struct {
-	ID, Tenant, SessionID string
-	State                 State
-}
-
-// MirrorFile is a session's cold mirror as read back.
-type MirrorFile struct {
-	Lines     []MirrorLine
-	TornBytes int   // a last line without a newline (a cut write)
-	BadLines  []int // 1-based numbers of complete lines that do not parse
-}
-
-// MirrorLine is one readable line of a mirror file.
-type MirrorLine struct{ ID, Fingerprint string }
 
 type noProgress struct{}
 
@@ -55,7 +40,7 @@ func (noProgress) Begin(string, int) {}
 func (noProgress) Add(int)           {}
 func (noProgress) End()              {}
 
-func (a *Admin) progress() Progress {
+func (a *Admin) progress() memory.Progress {
 	if a.Progress == nil {
 		return noProgress{}
 	}
@@ -85,11 +70,11 @@ func (a *Admin) Model(ctx context.Context) (string, int, error) {
 // readModel reads the model's settings with meta: from the store, or from
 // an export's snapshot.
 func readModel(meta func(key string) (string, error)) (string, int, error) {
-	model, err := meta(metaEmbedModel)
+	model, err := meta(memory.MetaEmbedModel)
 	if err != nil {
 		return "", 0, fmt.Errorf("read embedding model: %w", err)
 	}
-	d, err := meta(metaEmbedDim)
+	d, err := meta(memory.MetaEmbedDim)
 	if err != nil {
 		return "", 0, fmt.Errorf("read embedding dim: %w", err)
 	}
@@ -99,12 +84,12 @@ func readModel(meta func(key string) (string, error)) (string, int, error) {
 
 // embedder returns the configured embedder, refusing one of another model
 // than the data dir's: vectors of two models must never mix.
-func (a *Admin) embedder(ctx context.Context) (Embedder, error) {
+func (a *Admin) embedder(ctx context.Context) (memory.Embedder, error) {
 	if a.emb != nil {
 		return a.emb, nil
 	}
 	if a.Embedder == nil {
-		return nil, Errorf(EUNAVAILABLE, "no embedder configured")
+		return nil, memory.Errorf(memory.EUNAVAILABLE, "no embedder configured")
 	}
 	emb, err := a.Embedder(ctx)
 	if err != nil {
@@ -115,7 +100,7 @@ func (a *Admin) embedder(ctx context.Context) (Embedder, error) {
 		return nil, err
 	}
 	if model != "" && model != emb.Model() {
-		return nil, Errorf(ECONFLICT, "data dir was embedded with model %q but the embedder configured here is %q: configure the data dir's model (--embed-url, --embed-model), or start the server once with --reembed", model, emb.Model())
+		return nil, memory.Errorf(memory.ECONFLICT, "data dir was embedded with model %q but the embedder configured here is %q: configure the data dir's model (--embed-url, --embed-model), or start the server once with --reembed", model, emb.Model())
 	}
 	a.emb = emb
 	return emb, nil
@@ -123,37 +108,28 @@ func (a *Admin) embedder(ctx context.Context) (Embedder, error) {
 
 // recordModel writes the embedder's model and dim into a data dir that has
 // none yet (an import into an empty dir), as the server does at start.
-func (a *Admin) recordModel(ctx context.Context, emb Embedder) error {
-	if err := a.Store.SetMeta(ctx, metaEmbedDim, strconv.Itoa(emb.Dim())); err != nil {
+func (a *Admin) recordModel(ctx context.Context, emb memory.Embedder) error {
+	if err := a.Store.SetMeta(ctx, memory.MetaEmbedDim, strconv.Itoa(emb.Dim())); err != nil {
 		return fmt.Errorf("record embedding dim: %w", err)
 	}
-	if err := a.Store.SetMeta(ctx, metaEmbedModel, emb.Model()); err != nil {
+	if err := a.Store.SetMeta(ctx, memory.MetaEmbedModel, emb.Model()); err != nil {
 		return fmt.Errorf("record embedding model: %w", err)
 	}
 	return nil
 }
 
-func (a *Admin) indexer() *indexer {
-	return &indexer{store: a.Store, index: a.Index, log: a.logger().With("component", "indexer")}
-}
+func (a *Admin) indexLog() *slog.Logger { return a.logger().With("component", "indexer") }
 
 // CatchUp brings the index up to the store through the change log, the path
 // the server takes at start, then lets the store forget what the index holds.
 func (a *Admin) CatchUp(ctx context.Context) error {
-	ix := a.indexer()
-	if err := ix.catchUp(ctx, time.Now()); err != nil {
-		return err
-	}
-	if err := ix.trim(ctx); err != nil {
-		return fmt.Errorf("trim change log: %w", err)
-	}
-	return nil
+	return memory.CatchUpIndex(ctx, a.Store, a.Index, a.indexLog())
 }
 
 // embed gives msgs vectors from the configured embedder, in batches, and
 // hands each batch to save (nil: only set m.Vector); a saved batch counts as
 // progress.
-func (a *Admin) embed(ctx context.Context, msgs []*Message, save func(map[string][]float32) error) error {
+func (a *Admin) embed(ctx context.Context, msgs []*memory.Message, save func(map[string][]float32) error) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -166,7 +142,7 @@ func (a *Admin) embed(ctx context.Context, msgs []*Message, save func(map[string
 		part := msgs[start:min(start+batch, len(msgs))]
 		texts := make([]string, len(part))
 		for i, m := range part {
-			texts[i] = EmbedText(m)
+			texts[i] = memory.EmbedText(m)
 		}
 		vecs, err := emb.Embed(ctx, texts)
 		if err != nil {
@@ -186,9 +162,3 @@ func (a *Admin) embed(ctx context.Context, msgs []*Message, save func(map[string
 	}
 	return nil
 }
-
-// ErrIndexNoAccess marks an index ctxd may not read or write (permissions,
-// a read-only file system): verify reports it as such rather than as
-// damage, and nothing rebuilds it (that would fail the same way, or throw a
-// good index away).
-var ErrIndexNoAccess = errors.New("index is not accessible (not damaged)")

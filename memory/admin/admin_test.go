@@ -1,11 +1,10 @@
-package memory_test
+package admin_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,33 +12,17 @@ import (
 	"github.com/ctxd/ctxd/coldstore"
 	"github.com/ctxd/ctxd/index"
 	"github.com/ctxd/ctxd/index/glove"
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
+	"github.com/ctxd/ctxd/memory/admin"
 	"github.com/ctxd/ctxd/memory/boltstore"
 )
 
 // openAdmin opens a data dir's real pieces under dir.
-func openAdmin(t *testing.T, dir string) (*memory.Admin, *boltstore.Store, *index.Index, *coldstore.Store) {
+func openAdmin(t *testing.T, dir string) (*admin.Admin, *boltstore.Store, *index.Index, *coldstore.Store) {
 	t.Helper()
-	st, err := boltstore.Open(filepath.Join(dir, "ctxd.db"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := index.Open(filepath.Join(dir, "index"), index.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cold, err := coldstore.Open(filepath.Join(dir, "cold"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		idx.Close()
-		if err := st.Check(); err != nil {
-			t.Error(err)
-		}
-		st.Close()
-	})
-	a := &memory.Admin{Store: st, Index: idx, Docs: idx, Cold: coldstore.Mirror{Store: cold},
+	st, idx, cold := memorytest.Adapters(t, dir)
+	a := &admin.Admin{Store: st, Index: idx, Docs: idx, Cold: coldstore.Mirror{Store: cold},
 		Embedder: func(context.Context) (memory.Embedder, error) { return glove.Default() },
 		Now:      func() time.Time { return time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC) }}
 	return a, st, idx, cold
@@ -52,10 +35,10 @@ func exportFile(t *testing.T) []byte {
 	at := time.Date(2024, 5, 7, 14, 0, 0, 0, time.UTC)
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.Encode(memory.ExportRecord{Type: memory.RecordHeader, Header: &memory.ExportHeader{Format: memory.ExportFormat,
-		Version: memory.ExportVersion, EmbedModel: "someone-else", EmbedDim: 3, ExportedAt: at}})
+	enc.Encode(admin.ExportRecord{Type: admin.RecordHeader, Header: &admin.ExportHeader{Format: admin.ExportFormat,
+		Version: admin.ExportVersion, EmbedModel: "someone-else", EmbedDim: 3, ExportedAt: at}})
 	for _, tenant := range []string{"acme", "initech"} {
-		enc.Encode(memory.ExportRecord{Type: memory.RecordSession, Session: &memory.Session{Tenant: tenant, ID: "s",
+		enc.Encode(admin.ExportRecord{Type: admin.RecordSession, Session: &memory.Session{Tenant: tenant, ID: "s",
 			ContextWindow: 4000, Encoding: memory.EncodingO200k, LastSeq: 4, CreatedAt: at, UpdatedAt: at}})
 		cold := &memory.ColdInfo{DropReason: memory.ReasonSummarized, SummaryID: tenant + "-4", DroppedAt: at, RecoverableUntil: at.AddDate(0, 0, 30)}
 		for i, c := range []struct {
@@ -72,7 +55,7 @@ func exportFile(t *testing.T) []byte {
 			if i == 3 {
 				m.Kind, m.Sources, m.Anchor = memory.KindSummary, []string{tenant + "-1"}, 1
 			}
-			enc.Encode(memory.ExportRecord{Type: memory.RecordMessage, Message: m})
+			enc.Encode(admin.ExportRecord{Type: admin.RecordMessage, Message: m})
 		}
 	}
 	return b.Bytes()
@@ -81,7 +64,7 @@ func exportFile(t *testing.T) []byte {
 func TestImportVerifyRepair(t *testing.T) {
 	ctx := context.Background()
 	a, st, idx, cold := openAdmin(t, t.TempDir())
-	rep, err := a.Import(ctx, bytes.NewReader(exportFile(t)), memory.ImportOptions{})
+	rep, err := a.Import(ctx, bytes.NewReader(exportFile(t)), admin.ImportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +84,7 @@ func TestImportVerifyRepair(t *testing.T) {
 		t.Fatalf("verify after import = %+v, %v", v, err)
 	}
 	// Importing again is refused before anything is written.
-	if _, err := a.Import(ctx, bytes.NewReader(exportFile(t)), memory.ImportOptions{}); memory.ErrorCode(err) != memory.ECONFLICT {
+	if _, err := a.Import(ctx, bytes.NewReader(exportFile(t)), admin.ImportOptions{}); memory.ErrorCode(err) != memory.ECONFLICT {
 		t.Fatalf("second import: %v", err)
 	}
 
@@ -141,8 +124,8 @@ func TestImportVerifyRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts := v.Counts()
-	want := map[string]int{memory.FindVectorMissing: 1, memory.FindVectorDim: 1, memory.FindIndexBehind: 1,
-		memory.FindIndexExtra: 1, memory.FindColdStale: 1, memory.FindColdOrphan: 1, memory.FindSessionCounts: 1}
+	want := map[string]int{admin.FindVectorMissing: 1, admin.FindVectorDim: 1, admin.FindIndexBehind: 1,
+		admin.FindIndexExtra: 1, memory.FindColdStale: 1, admin.FindColdOrphan: 1, admin.FindSessionCounts: 1}
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Fatalf("findings = %v, want %v:\n%s", counts, want, findings(v))
 	}
@@ -168,14 +151,14 @@ func TestImportVerifyRepair(t *testing.T) {
 func TestExportIsWhatImportReads(t *testing.T) {
 	ctx := context.Background()
 	a, _, _, _ := openAdmin(t, t.TempDir())
-	if _, err := a.Import(ctx, bytes.NewReader(exportFile(t)), memory.ImportOptions{}); err != nil {
+	if _, err := a.Import(ctx, bytes.NewReader(exportFile(t)), admin.ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var all, one bytes.Buffer
-	if rep, err := a.Export(ctx, &all, memory.ExportOptions{All: true, Vectors: true}); err != nil || rep.Sessions != 2 || rep.Messages != 8 {
+	if rep, err := a.Export(ctx, &all, admin.ExportOptions{All: true, Vectors: true}); err != nil || rep.Sessions != 2 || rep.Messages != 8 {
 		t.Fatalf("export --all = %+v, %v", rep, err)
 	}
-	if _, err := a.Export(ctx, &one, memory.ExportOptions{Tenant: "initech", Session: "s"}); err != nil {
+	if _, err := a.Export(ctx, &one, admin.ExportOptions{Tenant: "initech", Session: "s"}); err != nil {
 		t.Fatal(err)
 	}
 	// Header, session, four messages, trailer.
@@ -183,23 +166,23 @@ func TestExportIsWhatImportReads(t *testing.T) {
 		t.Fatalf("export of one session without vectors:\n%s", one.String())
 	}
 	b, _, _, _ := openAdmin(t, t.TempDir())
-	rep, err := b.Import(ctx, bytes.NewReader(all.Bytes()), memory.ImportOptions{})
+	rep, err := b.Import(ctx, bytes.NewReader(all.Bytes()), admin.ImportOptions{})
 	if err != nil || rep.Reembedded != 0 {
 		t.Fatalf("import of an export with this model's vectors: %+v, %v", rep, err)
 	}
 	var again bytes.Buffer
-	if _, err := b.Export(ctx, &again, memory.ExportOptions{All: true, Vectors: true}); err != nil {
+	if _, err := b.Export(ctx, &again, admin.ExportOptions{All: true, Vectors: true}); err != nil {
 		t.Fatal(err)
 	}
 	if again.String() != all.String() {
 		t.Fatalf("export -> import -> export changed the data:\n%s\n---\n%s", all.String(), again.String())
 	}
-	if _, err := a.Export(ctx, &again, memory.ExportOptions{}); memory.ErrorCode(err) != memory.EINVALID {
+	if _, err := a.Export(ctx, &again, admin.ExportOptions{}); memory.ErrorCode(err) != memory.EINVALID {
 		t.Fatalf("export without --session or --all: %v", err)
 	}
 }
 
-func findings(v *memory.VerifyReport) string {
+func findings(v *admin.VerifyReport) string {
 	if v == nil {
 		return ""
 	}

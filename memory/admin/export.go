@@ -1,4 +1,4 @@
-package memory
+package admin
 
 import (
 	"bufio"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // ExportOptions choose what to export.
@@ -36,29 +38,29 @@ func (a *Admin) Export(ctx context.Context, w io.Writer, o ExportOptions) (*Expo
 	return exportStore(ctx, a.Store, w, o, a.now(), a.progress())
 }
 
-// Export streams the chosen sessions of the live store to w, in the format
-// of Admin.Export (GET /v1/export). It reads one snapshot, so a write that
-// commits during the export is in it entirely or not at all, and writers
-// are not held up. The caller decides which tenants o may name. Errors:
-// EINVALID (neither a session nor All), ENOTFOUND (no such session), and
-// those of w.
-func (s *Service) Export(ctx context.Context, w io.Writer, o ExportOptions) (*ExportReport, error) {
+// ExportLive streams the chosen sessions of a serving store to w, in the
+// format of Admin.Export (GET /v1/export). It reads one snapshot, so a
+// write that commits during the export is in it entirely or not at all,
+// and writers are not held up. The caller decides which tenants o may
+// name. Errors: EINVALID (neither a session nor All), ENOTFOUND (no such
+// session), and those of w.
+func ExportLive(ctx context.Context, s *memory.Service, w io.Writer, o ExportOptions) (*ExportReport, error) {
 	return exportStore(ctx, s.Store, w, o, s.Now(), noProgress{})
 }
 
 // exportStore writes an export of st from one snapshot. Once the header is
 // out, a failure still ends the export in a trailer, marked incomplete, so
 // a reader of a stream that answered 200 long ago learns it is short.
-func exportStore(ctx context.Context, st Store, w io.Writer, o ExportOptions, now time.Time, p Progress) (*ExportReport, error) {
+func exportStore(ctx context.Context, st memory.Store, w io.Writer, o ExportOptions, now time.Time, p memory.Progress) (*ExportReport, error) {
 	if o.Session == "" && !o.All {
-		return nil, Errorf(EINVALID, "name a session (--session) or export everything (--all)")
+		return nil, memory.Errorf(memory.EINVALID, "name a session (--session) or export everything (--all)")
 	}
 	bw := bufio.NewWriterSize(w, exportBuffer)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	rep := &ExportReport{}
 	started := false
-	err := st.View(ctx, func(snap Snapshot) error {
+	err := st.View(ctx, func(snap memory.Snapshot) error {
 		sessions, err := exportSessions(snap, o)
 		if err != nil {
 			return err
@@ -115,20 +117,20 @@ func exportStore(ctx context.Context, st Store, w io.Writer, o ExportOptions, no
 	return rep, nil
 }
 
-func exportSessions(snap Snapshot, o ExportOptions) ([]*Session, error) {
+func exportSessions(snap memory.Snapshot, o ExportOptions) ([]*memory.Session, error) {
 	if o.Session != "" {
 		tenant := o.Tenant
 		if tenant == "" {
-			tenant = DefaultTenant
+			tenant = memory.DefaultTenant
 		}
 		s, err := snap.Session(tenant, o.Session)
 		if err != nil {
 			return nil, err
 		}
-		return []*Session{s}, nil
+		return []*memory.Session{s}, nil
 	}
-	var out []*Session
-	err := snap.ForEachSession(o.Tenant, func(s *Session) error {
+	var out []*memory.Session
+	err := snap.ForEachSession(o.Tenant, func(s *memory.Session) error {
 		out = append(out, s)
 		return nil
 	})
@@ -140,11 +142,11 @@ func exportSessions(snap Snapshot, o ExportOptions) ([]*Session, error) {
 
 // exportMessages writes a session's messages in seq order, a page at a
 // time, so a large session is never held in memory whole.
-func exportMessages(snap Snapshot, enc *json.Encoder, s *Session, vectors bool) (int, error) {
+func exportMessages(snap memory.Snapshot, enc *json.Encoder, s *memory.Session, vectors bool) (int, error) {
 	n := 0
 	var after uint64
 	for {
-		page, err := snap.Messages(s.Tenant, s.ID, MessageQuery{AfterSeq: after, Limit: changeBatch, Vectors: vectors})
+		page, err := snap.Messages(s.Tenant, s.ID, memory.MessageQuery{AfterSeq: after, Limit: memory.ChangeBatch, Vectors: vectors})
 		if err != nil {
 			return n, fmt.Errorf("read messages of %s: %w", s.ID, err)
 		}

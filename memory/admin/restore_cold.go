@@ -1,8 +1,10 @@
-package memory
+package admin
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // RestoreColdReport says what RestoreCold brought back.
@@ -23,9 +25,9 @@ type RestoreColdReport struct {
 // embedder, and an upsert logged for each so the index picks them up at
 // the next start. Sessions the store has are not touched.
 func (a *Admin) RestoreCold(ctx context.Context) (*RestoreColdReport, error) {
-	r, ok := a.Cold.(ColdRestorer)
+	r, ok := a.Cold.(memory.ColdRestorer)
 	if a.Cold == nil || !ok {
-		return nil, Errorf(EUNAVAILABLE, "the cold mirror cannot be read back")
+		return nil, memory.Errorf(memory.EUNAVAILABLE, "the cold mirror cannot be read back")
 	}
 	files, err := a.Cold.MirrorSessions()
 	if err != nil {
@@ -40,7 +42,7 @@ func (a *Admin) RestoreCold(ctx context.Context) (*RestoreColdReport, error) {
 		if _, err := a.Store.Session(ctx, f.Tenant, f.ID); err == nil {
 			rep.Kept++
 			continue
-		} else if ErrorCode(err) != ENOTFOUND {
+		} else if memory.ErrorCode(err) != memory.ENOTFOUND {
 			return rep, fmt.Errorf("read session %s: %w", f.ID, err)
 		}
 		msgs, err := r.MirrorMessages(f.Tenant, f.ID)
@@ -60,8 +62,8 @@ func (a *Admin) RestoreCold(ctx context.Context) (*RestoreColdReport, error) {
 			m.Seq = uint64(i + 1)
 		}
 		now := a.now().UTC()
-		sess := &Session{Tenant: f.Tenant, ID: f.ID, ContextWindow: DefaultDefaults.ContextWindow,
-			Encoding: DefaultDefaults.Encoding, CreatedAt: msgs[0].CreatedAt, UpdatedAt: now}
+		sess := &memory.Session{Tenant: f.Tenant, ID: f.ID, ContextWindow: memory.DefaultDefaults.ContextWindow,
+			Encoding: memory.DefaultDefaults.Encoding, CreatedAt: msgs[0].CreatedAt, UpdatedAt: now}
 		if _, err := a.Store.Import(ctx, sess, msgs); err != nil {
 			return rep, fmt.Errorf("import cold originals of %s: %w", f.ID, err)
 		}

@@ -1,8 +1,10 @@
-package memory
+package admin
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // Repair fixes what rep found from the store, the truth: vectors first
@@ -38,15 +40,15 @@ func (a *Admin) Repair(ctx context.Context, rep *VerifyReport) error {
 // messages, in the transaction that writes them.
 func (a *Admin) repairCounts(ctx context.Context, found []Finding) error {
 	for _, f := range found {
-		msgs, err := a.Store.Messages(ctx, f.Tenant, f.SessionID, MessageQuery{})
+		msgs, err := a.Store.Messages(ctx, f.Tenant, f.SessionID, memory.MessageQuery{})
 		if err != nil {
 			return fmt.Errorf("session %s: %w", f.SessionID, err)
 		}
-		var c Counts
+		var c memory.Counts
 		for _, m := range msgs {
 			c.Add(m.State, 1)
 		}
-		if _, err := a.Store.Update(ctx, f.Tenant, f.SessionID, func(tx SessionTx) error {
+		if _, err := a.Store.Update(ctx, f.Tenant, f.SessionID, func(tx memory.SessionTx) error {
 			tx.Session().Counts = c
 			return nil
 		}); err != nil {
@@ -57,7 +59,7 @@ func (a *Admin) repairCounts(ctx context.Context, found []Finding) error {
 }
 
 // load reads the messages the findings name, with their vectors.
-func (a *Admin) load(ctx context.Context, fs ...[]Finding) ([]*Message, error) {
+func (a *Admin) load(ctx context.Context, fs ...[]Finding) ([]*memory.Message, error) {
 	byTenant := map[string][]string{}
 	var tenants []string
 	for _, list := range fs {
@@ -71,11 +73,11 @@ func (a *Admin) load(ctx context.Context, fs ...[]Finding) ([]*Message, error) {
 			byTenant[f.Tenant] = append(byTenant[f.Tenant], f.MessageID)
 		}
 	}
-	var out []*Message
+	var out []*memory.Message
 	for _, t := range tenants {
 		ids := byTenant[t]
-		for start := 0; start < len(ids); start += changeBatch {
-			msgs, err := a.Store.MessagesByID(ctx, t, ids[start:min(start+changeBatch, len(ids))], true)
+		for start := 0; start < len(ids); start += memory.ChangeBatch {
+			msgs, err := a.Store.MessagesByID(ctx, t, ids[start:min(start+memory.ChangeBatch, len(ids))], true)
 			if err != nil {
 				return nil, fmt.Errorf("read messages: %w", err)
 			}
@@ -128,17 +130,17 @@ func (a *Admin) repairIndex(ctx context.Context, byKind map[string][]Finding) er
 	if err != nil {
 		return err
 	}
-	var deletes []*Message
+	var deletes []*memory.Message
 	for _, f := range byKind[FindIndexExtra] {
-		deletes = append(deletes, &Message{ID: f.MessageID, Tenant: f.Tenant, SessionID: f.SessionID})
+		deletes = append(deletes, &memory.Message{ID: f.MessageID, Tenant: f.Tenant, SessionID: f.SessionID})
 	}
 	if len(upserts)+len(deletes) == 0 && len(byKind[FindIndexAhead]) == 0 {
 		return nil
 	}
 	// An index ahead of the store is set back to the store's last change:
 	// with the documents now matching the store, that is what it holds.
-	for start := 0; start == 0 || start < len(upserts); start += changeBatch {
-		b := IndexBatch{Upserts: upserts[start:min(start+changeBatch, len(upserts))], Watermark: last}
+	for start := 0; start == 0 || start < len(upserts); start += memory.ChangeBatch {
+		b := memory.IndexBatch{Upserts: upserts[start:min(start+memory.ChangeBatch, len(upserts))], Watermark: last}
 		if start == 0 {
 			b.Deletes = deletes
 		}
@@ -184,7 +186,7 @@ func (a *Admin) repairCold(ctx context.Context, findings []Finding) error {
 			if err := a.Cold.Remove(f.Tenant, f.SessionID); err != nil {
 				return err
 			}
-		case FindColdMissing, FindColdStale, FindColdTorn, FindColdBad:
+		case memory.FindColdMissing, memory.FindColdStale, memory.FindColdTorn, memory.FindColdBad:
 			if err := a.rewriteCold(ctx, f.Tenant, f.SessionID); err != nil {
 				return err
 			}
@@ -197,14 +199,14 @@ func (a *Admin) repairCold(ctx context.Context, findings []Finding) error {
 }
 
 // rewriteCold makes a session's mirror list its messages in a cold state
-// and its recovered originals (see mirrored), as the server's
+// and its recovered originals (see Mirrored), as the server's
 // rewriteColdMirror does after a purge.
 func (a *Admin) rewriteCold(ctx context.Context, tenant, sessionID string) error {
-	cold, err := a.Store.Messages(ctx, tenant, sessionID, MessageQuery{States: mirrorStates})
+	cold, err := a.Store.Messages(ctx, tenant, sessionID, memory.MessageQuery{States: memory.MirrorStates})
 	if err != nil {
 		return fmt.Errorf("read cold messages of %s: %w", sessionID, err)
 	}
-	if err := a.Cold.Rewrite(tenant, sessionID, mirrored(cold)); err != nil {
+	if err := a.Cold.Rewrite(tenant, sessionID, memory.Mirrored(cold)); err != nil {
 		return fmt.Errorf("rewrite cold mirror of %s: %w", sessionID, err)
 	}
 	return nil

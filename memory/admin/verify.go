@@ -1,4 +1,4 @@
-package memory
+package admin
 
 import (
 	"cmp"
@@ -7,11 +7,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // Kinds of inconsistency verify reports.
 const (
-	FindIndexBehind   = "index_behind"     // the index lacks changes of the store's log
+	FindIndexBehind   = "index_behind" // the index lacks changes of the store's log
+	FindColdMissing   = memory.FindColdMissing
+	FindColdStale     = memory.FindColdStale
+	FindColdTorn      = memory.FindColdTorn
+	FindColdBad       = memory.FindColdBad
 	FindIndexAhead    = "index_ahead"      // the index has a watermark the store never reached
 	FindIndexMissing  = "index_missing"    // a stored message has no document
 	FindIndexExtra    = "index_extra"      // a document names no stored message
@@ -19,10 +25,6 @@ const (
 	FindVectorMissing = "vector_missing"   // a stored message has no vector
 	FindVectorDim     = "vector_dim"       // a vector's length is not the data dir's dim
 	FindVectorStale   = "vector_stale"     // a vector record's state differs from its message
-	FindColdMissing   = "cold_missing"     // a cold message has no mirror line
-	FindColdStale     = "cold_stale"       // a mirror line differs from the store or names no cold message
-	FindColdTorn      = "cold_torn"        // a mirror file ends in a cut line
-	FindColdBad       = "cold_unreadable"  // a mirror file has lines that do not parse
 	FindColdOrphan    = "cold_orphan_file" // a mirror file for a session the store does not have
 	FindIndexUnusable = "index_unusable"   // the index cannot be opened (missing, corrupt)
 	FindIndexNoAccess = "index_no_access"  // the index may not be read or written (permissions, read-only)
@@ -42,7 +44,7 @@ type Finding struct {
 
 func (f Finding) String() string {
 	where := f.SessionID
-	if f.Tenant != "" && f.Tenant != DefaultTenant {
+	if f.Tenant != "" && f.Tenant != memory.DefaultTenant {
 		where = f.Tenant + "/" + where
 	}
 	if f.MessageID != "" {
@@ -73,52 +75,51 @@ func (r *VerifyReport) Counts() map[string]int {
 	return out
 }
 
-func (r *VerifyReport) add(kind string, m msgRef, format string, args ...any) {
+func (r *VerifyReport) add(kind string, m memory.MsgRef, format string, args ...any) {
 	r.Findings = append(r.Findings, Finding{Kind: kind, Tenant: m.Tenant, SessionID: m.SessionID, MessageID: m.ID,
 		Detail: fmt.Sprintf(format, args...)})
 }
 
-// msgRef names a message; stored is what the store holds of it for verify.
-type msgRef struct{ ID, Tenant, SessionID string }
+type sessionKey struct{ Tenant, ID string }
+
+// storedMsg is what the store holds of a message, for verify.
 
 type storedMsg struct {
-	msgRef
-	State    State
-	VecDim   int   // -1: no vector
-	VecState State // the state the vector record carries
+	memory.MsgRef
+	State    memory.State
+	VecDim   int          // -1: no vector
+	VecState memory.State // the state the vector record carries
 }
-
-type sessionKey struct{ Tenant, ID string }
 
 // storeScan is the store as verify needs it, in one pass.
 type storeScan struct {
 	msgs     map[string]*storedMsg
 	order    []string                       // ids in store order
 	sessions map[sessionKey]bool            // every stored session
-	counted  map[sessionKey]Counts          // per session: the counts its record keeps
-	recount  map[sessionKey]*Counts         // per session: the counts of its messages' states
+	counted  map[sessionKey]memory.Counts   // per session: the counts its record keeps
+	recount  map[sessionKey]*memory.Counts  // per session: the counts of its messages' states
 	cold     map[sessionKey]map[string]bool // per session: ids that went cold (Cold set)
 	coldNow  map[sessionKey]int             // per session: messages in a cold state
-	damaged  []*DamagedRecord               // records that could not be read
+	damaged  []*memory.DamagedRecord        // records that could not be read
 	bad      map[string]bool                // ids of damaged records, when known
 }
 
 func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 	sc := &storeScan{msgs: map[string]*storedMsg{}, sessions: map[sessionKey]bool{},
-		counted: map[sessionKey]Counts{}, recount: map[sessionKey]*Counts{},
+		counted: map[sessionKey]memory.Counts{}, recount: map[sessionKey]*memory.Counts{},
 		cold: map[sessionKey]map[string]bool{}, coldNow: map[sessionKey]int{}, bad: map[string]bool{}}
 	p := a.progress()
 	p.Begin("reading the store", 0)
 	defer p.End()
-	if err := visitSessions(ctx, a.Store, func(s *Session) error {
+	if err := memory.VisitSessions(ctx, a.Store, func(s *memory.Session) error {
 		k := sessionKey{s.Tenant, s.ID}
-		sc.sessions[k], sc.counted[k], sc.recount[k] = true, s.Counts, &Counts{}
+		sc.sessions[k], sc.counted[k], sc.recount[k] = true, s.Counts, &memory.Counts{}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	err := scanMessages(ctx, a.Store, func(m *Message) error {
-		sm := &storedMsg{msgRef: msgRef{m.ID, m.Tenant, m.SessionID}, State: m.State, VecDim: -1}
+	err := memory.ScanMessages(ctx, a.Store, func(m *memory.Message) error {
+		sm := &storedMsg{MsgRef: memory.MsgRef{ID: m.ID, Tenant: m.Tenant, SessionID: m.SessionID}, State: m.State, VecDim: -1}
 		sc.msgs[m.ID] = sm
 		sc.order = append(sc.order, m.ID)
 		k := sessionKey{m.Tenant, m.SessionID}
@@ -136,7 +137,7 @@ func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 		}
 		p.Add(1)
 		return nil
-	}, func(d *DamagedRecord) {
+	}, func(d *memory.DamagedRecord) {
 		sc.damaged = append(sc.damaged, d)
 		if d.MessageID != "" {
 			sc.bad[d.MessageID] = true
@@ -145,7 +146,7 @@ func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read messages: %w", err)
 	}
-	err = a.Store.ForEachVector(ctx, func(v *Message) error {
+	err = a.Store.ForEachVector(ctx, func(v *memory.Message) error {
 		if sm := sc.msgs[v.ID]; sm != nil {
 			sm.VecDim, sm.VecState = len(v.Vector), v.State
 		}
@@ -157,15 +158,6 @@ func (a *Admin) scanStore(ctx context.Context) (*storeScan, error) {
 	return sc, nil
 }
 
-// scanMessages is the store's ScanMessages when it has one, else
-// ForEachMessage (which stops at the first damaged record).
-func scanMessages(ctx context.Context, st Store, fn func(*Message) error, damaged func(*DamagedRecord)) error {
-	if ds, ok := st.(DamageScanner); ok {
-		return ds.ScanMessages(ctx, fn, damaged)
-	}
-	return st.ForEachMessage(ctx, fn)
-}
-
 // Verify compares the store with the full-text index, the vectors and the
 // cold mirror, and reports every difference. It changes nothing. Damage to
 // the store itself (its file's structure, a record that fails its
@@ -173,7 +165,7 @@ func scanMessages(ctx context.Context, st Store, fn func(*Message) error, damage
 // read is reported without the comparisons that would need them.
 func (a *Admin) Verify(ctx context.Context) (*VerifyReport, error) {
 	rep := &VerifyReport{}
-	if c, ok := a.Store.(StoreChecker); ok {
+	if c, ok := a.Store.(memory.StoreChecker); ok {
 		if err := c.Check(); err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				rep.Findings = append(rep.Findings, Finding{Kind: FindStoreCorrupt, Detail: line})
@@ -181,7 +173,7 @@ func (a *Admin) Verify(ctx context.Context) (*VerifyReport, error) {
 		}
 	}
 	sc, err := a.scanStore(ctx)
-	if ErrorCode(err) == EDAMAGED {
+	if memory.ErrorCode(err) == memory.EDAMAGED {
 		rep.Findings = append(rep.Findings, Finding{Kind: FindStoreCorrupt, Detail: err.Error()})
 		return rep, nil
 	}
@@ -190,14 +182,14 @@ func (a *Admin) Verify(ctx context.Context) (*VerifyReport, error) {
 	}
 	rep.Sessions, rep.Messages = len(sc.sessions), len(sc.msgs)
 	for _, d := range sc.damaged {
-		rep.add(FindRecordDamaged, msgRef{d.MessageID, d.Tenant, d.SessionID}, "record at seq %d: %v", d.Seq, d.Err)
+		rep.add(FindRecordDamaged, memory.MsgRef{ID: d.MessageID, Tenant: d.Tenant, SessionID: d.SessionID}, "record at seq %d: %v", d.Seq, d.Err)
 	}
 	verifyCounts(sc, rep)
 	if err := a.verifyVectors(ctx, sc, rep); err != nil {
 		return nil, err
 	}
 	switch {
-	case a.IndexErr != nil && errors.Is(a.IndexErr, ErrIndexNoAccess):
+	case a.IndexErr != nil && errors.Is(a.IndexErr, memory.ErrIndexNoAccess):
 		rep.Findings = append(rep.Findings, Finding{Kind: FindIndexNoAccess,
 			Detail: fmt.Sprintf("%v; the server cannot start on it, and --repair does not rebuild an index that is not damaged", a.IndexErr)})
 	case a.IndexErr != nil:
@@ -231,10 +223,12 @@ func verifyCounts(sc *storeScan, rep *VerifyReport) {
 	for k := range sc.recount {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b sessionKey) int { return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(keys, func(a, b sessionKey) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ID, b.ID))
+	})
 	for _, k := range keys {
 		if got, want := sc.counted[k], *sc.recount[k]; got != want && !damaged[k] {
-			rep.add(FindSessionCounts, msgRef{Tenant: k.Tenant, SessionID: k.ID},
+			rep.add(FindSessionCounts, memory.MsgRef{Tenant: k.Tenant, SessionID: k.ID},
 				"the session record counts %s, its messages are %s", got, want)
 		}
 	}
@@ -249,12 +243,12 @@ func (a *Admin) verifyVectors(ctx context.Context, sc *storeScan, rep *VerifyRep
 		m := sc.msgs[id]
 		switch {
 		case m.VecDim < 0:
-			rep.add(FindVectorMissing, m.msgRef, "message has no vector, or its vector record is damaged")
+			rep.add(FindVectorMissing, m.MsgRef, "message has no vector, or its vector record is damaged")
 			continue
 		case dim > 0 && m.VecDim != dim:
-			rep.add(FindVectorDim, m.msgRef, "vector has %d dimensions, the data dir's model %d", m.VecDim, dim)
+			rep.add(FindVectorDim, m.MsgRef, "vector has %d dimensions, the data dir's model %d", m.VecDim, dim)
 		case m.VecState != m.State:
-			rep.add(FindVectorStale, m.msgRef, "vector record says state %s, the message is %s", m.VecState, m.State)
+			rep.add(FindVectorStale, m.MsgRef, "vector record says state %s, the message is %s", m.VecState, m.State)
 		}
 		rep.Vectors++
 	}
@@ -276,26 +270,26 @@ func (a *Admin) verifyIndex(ctx context.Context, sc *storeScan, rep *VerifyRepor
 	}
 	// A damaged record's document is neither extra nor stale: the record
 	// is what is wrong, and it is reported once, as record_damaged.
-	skip := func(r msgRef) bool {
+	skip := func(r memory.MsgRef) bool {
 		return pend.msgs[r.ID] || pend.sessions[sessionKey{r.Tenant, r.SessionID}] || sc.bad[r.ID]
 	}
 	seen := make(map[string]bool, len(sc.msgs))
 	p := a.progress()
 	p.Begin("reading the index", len(sc.msgs))
-	err = a.Docs.ForEachDoc(ctx, func(d IndexDoc) error {
+	err = a.Docs.ForEachDoc(ctx, func(d memory.IndexDoc) error {
 		rep.IndexDocs++
 		p.Add(1)
-		ref := msgRef{d.ID, d.Tenant, d.SessionID}
+		ref := memory.MsgRef{ID: d.ID, Tenant: d.Tenant, SessionID: d.SessionID}
 		m := sc.msgs[d.ID]
 		if m != nil {
 			seen[d.ID] = true
 		}
 		switch {
-		case skip(ref) || (m != nil && skip(m.msgRef)):
+		case skip(ref) || (m != nil && skip(m.MsgRef)):
 		case m == nil:
 			rep.add(FindIndexExtra, ref, "indexed document names no stored message")
 		case d.State != m.State || d.SessionID != m.SessionID || d.Tenant != m.Tenant:
-			rep.add(FindIndexStale, m.msgRef, "index has state %s in %s/%s, the store %s", d.State, d.Tenant, d.SessionID, m.State)
+			rep.add(FindIndexStale, m.MsgRef, "index has state %s in %s/%s, the store %s", d.State, d.Tenant, d.SessionID, m.State)
 		}
 		return nil
 	})
@@ -304,8 +298,8 @@ func (a *Admin) verifyIndex(ctx context.Context, sc *storeScan, rep *VerifyRepor
 		return fmt.Errorf("list index documents: %w", err)
 	}
 	for _, id := range sc.order {
-		if m := sc.msgs[id]; !seen[id] && !skip(m.msgRef) {
-			rep.add(FindIndexMissing, m.msgRef, "stored message (%s) is not in the full-text index", m.State)
+		if m := sc.msgs[id]; !seen[id] && !skip(m.MsgRef) {
+			rep.add(FindIndexMissing, m.MsgRef, "stored message (%s) is not in the full-text index", m.State)
 		}
 	}
 	return nil
@@ -341,7 +335,7 @@ func (a *Admin) indexLag(ctx context.Context, rep *VerifyReport) (pendingChanges
 		return pend, nil
 	}
 	for _, c := range changes {
-		if c.Op == ChangeDeleteSession {
+		if c.Op == memory.ChangeDeleteSession {
 			pend.sessions[sessionKey{c.Tenant, c.SessionID}] = true
 		} else {
 			pend.msgs[c.MessageID] = true
@@ -387,7 +381,7 @@ func (a *Admin) verifyCold(ctx context.Context, sc *storeScan, rep *VerifyReport
 // to what the store holds (the last line of its id), and a line may only
 // name a message that went cold and is still stored.
 func (a *Admin) verifyColdSession(ctx context.Context, sc *storeScan, k sessionKey, rep *VerifyReport) error {
-	sess := msgRef{Tenant: k.Tenant, SessionID: k.ID}
+	sess := memory.MsgRef{Tenant: k.Tenant, SessionID: k.ID}
 	file, err := a.Cold.ReadMirror(k.Tenant, k.ID)
 	if err != nil {
 		return fmt.Errorf("read cold mirror of %s: %w", k.ID, err)
@@ -404,6 +398,6 @@ func (a *Admin) verifyColdSession(ctx context.Context, sc *storeScan, k sessionK
 	if err != nil {
 		return fmt.Errorf("read cold messages of %s: %w", k.ID, err)
 	}
-	slices.SortFunc(msgs, func(x, y *Message) int { return cmp.Compare(x.Seq, y.Seq) })
-	return compareMirror(a.Cold, sess, file, msgs, sc.bad, rep.add)
+	slices.SortFunc(msgs, func(x, y *memory.Message) int { return cmp.Compare(x.Seq, y.Seq) })
+	return memory.CompareMirror(a.Cold, sess, file, msgs, sc.bad, rep.add)
 }

@@ -1,8 +1,10 @@
-package memory
+package admin
 
 import (
 	"regexp"
 	"strings"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // TenantPattern is the rule for tenant names (the API keys' tenants).
@@ -27,18 +29,18 @@ func (c *exportCheck) checkImported(rec *ExportRecord, line int) error {
 	case RecordSession:
 		s := rec.Session
 		if !tenantPattern.MatchString(s.Tenant) {
-			return Errorf(EINVALID, "export line %d: session %q: tenant %q is not 1 to 128 characters of A-Z a-z 0-9 . _ : - not starting with '.'",
-				line, s.ID, truncate(s.Tenant, 140))
+			return memory.Errorf(memory.EINVALID, "export line %d: session %q: tenant %q is not 1 to 128 characters of A-Z a-z 0-9 . _ : - not starting with '.'",
+				line, s.ID, memory.Truncate(s.Tenant, 140))
 		}
 		c.sess = s
 	case RecordMessage:
 		m := rec.Message
 		bad := func(format string, args ...any) error {
-			return Errorf(EINVALID, "export line %d: message %q: "+format, append([]any{line, truncate(m.ID, 140)}, args...)...)
+			return memory.Errorf(memory.EINVALID, "export line %d: message %q: "+format, append([]any{line, memory.Truncate(m.ID, 140)}, args...)...)
 		}
 		switch {
 		case c.sess == nil:
-			return Errorf(EINVALID, "export line %d: a message before any session", line)
+			return memory.Errorf(memory.EINVALID, "export line %d: a message before any session", line)
 		case len(m.ID) > maxMessageID || strings.ContainsAny(m.ID, "\x00/") || strings.TrimSpace(m.ID) != m.ID:
 			return bad("an id is at most %d bytes, without NUL, '/' or surrounding spaces", maxMessageID)
 		case (m.Tenant != "" && m.Tenant != c.sess.Tenant) || (m.SessionID != "" && m.SessionID != c.sess.ID):
