@@ -89,7 +89,7 @@ func (s *Service) PinnedMessages(ctx context.Context, sessionID string) ([]*Mess
 	}
 	var out []*Message
 	for _, m := range window {
-		if m.Pinned || (m.Role == RoleSystem && !m.IsSummary()) {
+		if m.Pinned || m.IsStandingSystem() {
 			out = append(out, m)
 		}
 	}
