@@ -60,7 +60,7 @@ test-agents:
 
 # A 1,000-step tool loop through the gateway against the fake model (LONG_STEPS steps): it must
 # complete within the window, and it logs the gateway's own time per call in the first and the last
-# quarter (flat: the history is matched against the gateway's last state, not re-read). Minutes.
+# quarter (the goal: at most 1.5x; the README has the last figure). 3 to 6 minutes.
 LONG_STEPS ?= 1000
 test-long-session:
 	CTXD_LONG_SESSION=1 CTXD_LONG_STEPS=$(LONG_STEPS) $(GO) test -count=1 -timeout 60m -v -run '^TestGatewayLongSession$$' ./cmd/ctxd/

@@ -363,7 +363,7 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	// What any window must hold: the system prompt and the newest message.
 	must := 0
 	for i, m := range req.History {
-		if m.Role == RoleSystem || i == len(req.History)-1 {
+		if m.IsStandingSystem() || i == len(req.History)-1 {
 			n, err := MessageTokens(g.s.Tokenizer, enc, m)
 			if err != nil {
 				return nil, fmt.Errorf("count the history: %w", err)
@@ -394,7 +394,15 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	if err != nil {
 		return nil, err
 	}
+	// The newest message, but a system message a client puts after its
+	// user's (Claude Code's reminders) is not what the user asked.
 	prompt := req.History[len(req.History)-1].Content
+	for i := len(req.History) - 1; i >= 0; i-- {
+		if req.History[i].Role != RoleSystem {
+			prompt = req.History[i].Content
+			break
+		}
+	}
 	// Whole, so that it is counted whole (ranking takes a part of it);
 	// cut only where no message could hold it.
 	if len(prompt) > g.s.Limits.MaxContentBytes {
@@ -585,7 +593,9 @@ func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Messa
 	}
 	defer unlock()
 	before := g.version(ctx, tenant, session)
-	res, err := g.s.Append(ctx, session, []*Message{answer})
+	// The client never sees this write's status: a flush prompt it carries
+	// is the next call's to act on.
+	res, err := g.s.AppendWith(ctx, session, []*Message{answer}, AppendOptions{Untold: true})
 	if err != nil {
 		return "", fmt.Errorf("store the upstream's answer: %w", err)
 	}

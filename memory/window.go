@@ -349,7 +349,7 @@ func (b *windowBuilder) takePinned() error {
 	need := 0
 	for _, u := range b.units {
 		for _, m := range u.msgs {
-			if m.Pinned || (m.Role == RoleSystem && !m.IsSummary()) {
+			if m.Pinned || m.IsStandingSystem() {
 				b.chosen[u] = SourcePinned
 			}
 		}
@@ -474,7 +474,7 @@ func (b *windowBuilder) assemble() *ContextResult {
 				}
 			}
 			used += view.Tokens
-			if m.Role == RoleSystem && !m.IsSummary() {
+			if m.IsStandingSystem() {
 				sys = append(sys, wm)
 			} else {
 				rest = append(rest, wm)

@@ -276,7 +276,7 @@ func (b *windowBuilder) extend(ctx context.Context, l *loopLayout, originals []*
 		if m.Seq <= l.lastSeq {
 			continue
 		}
-		if m.Pinned || m.Role == RoleSystem {
+		if m.Pinned || m.IsStandingSystem() {
 			return false, nil // pinned and system messages lead the window: rebuild
 		}
 		fresh = append(fresh, m)
