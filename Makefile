@@ -60,7 +60,7 @@ test-agents:
 
 # A 1,000-step tool loop through the gateway against the fake model (LONG_STEPS steps): it must
 # complete within the window, and it logs the gateway's own time per call in the first and the last
-# quarter (flat: the history is matched against the gateway's last state, not re-read). Minutes.
+# quarter (the goal: at most 1.5x; the README has the last figure). 3 to 6 minutes.
 LONG_STEPS ?= 1000
 test-long-session:
 	CTXD_LONG_SESSION=1 CTXD_LONG_STEPS=$(LONG_STEPS) $(GO) test -count=1 -timeout 60m -v -run '^TestGatewayLongSession$$' ./cmd/ctxd/
@@ -159,7 +159,8 @@ endef
 # operation, a new node's start-up on the database, and the agent replay (AGENT_LIMIT runs, default 4) and
 # LoCoMo against a node of each store. Needs Debian's postgresql package; the report is in
 # /tmp/ctxd-bench-postgres/report.md. About 35 minutes at 100,000 messages on this machine; EVAL_ONLY=1 runs
-# only the evaluations (5 minutes).
+# only the evaluations (5 minutes); NEWNODE_ONLY=1 only the ingest into PostgreSQL and a new node's start-up
+# (about 9 minutes).
 PG_MESSAGES ?= 100000
 PG_DURATION ?= 30s
 bench-postgres: build-bench

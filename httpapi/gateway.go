@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -418,7 +417,8 @@ func isOverflow(status int, body []byte) bool {
 	b := strings.ToLower(string(body))
 	for _, sign := range []string{"context_length_exceeded", "maximum context length", "prompt is too long", "context window",
 		"too many tokens", "exceed context limit", "exceeds context limit", "context limit", "input is too long",
-		"context length", "maximum prompt length", "reduce the length of the messages", "too large for model"} {
+		"context length", "maximum prompt length", "reduce the length of the messages", "too large for model",
+		"request_too_large"} { // Anthropic's 413 for a body over its size limit: a smaller window is a smaller body
 		if strings.Contains(b, sign) {
 			return true
 		}
@@ -451,30 +451,6 @@ func lowerAnswer(out map[string]json.RawMessage, w *memory.GatewayWindow, fields
 // ignoreClientGone drops the error of writing to a client that left: the
 // answer is stored already and there is no one to tell.
 func ignoreClientGone(error) error { return nil }
-
-// decodeModelCall reads a model call's body into req, and as a map: what
-// the gateway does not read is passed to the upstream as the client sent it.
-func decodeModelCall(c echo.Context, req any) (map[string]json.RawMessage, error) {
-	body, err := readBody(c.Request())
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, memory.Errorf(memory.ETOOLARGE, "request body is over the gateway's limit of %d bytes", tooBig.Limit)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := checkJSONText(body); err != nil {
-		return nil, err
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, memory.Errorf(memory.EINVALID, "body: not a JSON object: %v", err)
-	}
-	if err := json.Unmarshal(body, req); err != nil {
-		return nil, memory.Errorf(memory.EINVALID, "body: %v", err)
-	}
-	return raw, nil
-}
 
 // textOf reads a content field that is a string or an array of parts:
 // text parts joined by newlines, each other part a short marker (its type

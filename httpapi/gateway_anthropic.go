@@ -19,10 +19,11 @@ import (
 //
 // A system message inside messages (a mid-conversation system message:
 // instructions placed after a user turn, which Claude Code sends on every
-// call) is stored where it stands, as a user message marked TurnSystemKey:
-// it belongs to that point of the conversation, not to the system prompt
-// (moving it there would change the cached prefix), and the window keeps
-// or compacts it as it does the turns around it. The API takes one only
+// call) is stored where it stands, as a system message marked
+// memory.TurnSystemKey: it belongs to that point of the conversation, not to
+// the system prompt (moving it there would change the cached prefix), and
+// the window keeps or compacts it as it does the turns around it. (Sessions
+// stored before kept it as a user message with the same mark.) The API takes one only
 // right after a user turn; a window that has dropped that turn gets it
 // back as a user turn of its own (see placeSystemTurns).
 
@@ -58,10 +59,11 @@ const anthropicVersion = "2023-06-01"
 
 func (s *Server) anthropicMessages(c echo.Context) error {
 	var req anthropicRequest
-	raw, err := decodeModelCall(c, &req)
+	raw, messages, err := decodeModelCall(c, &req, "messages")
 	if err != nil {
 		return err
 	}
+	req.Messages = messages
 	f := &anthropicFormat{raw: raw, messages: req.Messages, parts: make([]int, len(req.Messages)), thinking: make([]bool, len(req.Messages))}
 	var history []*memory.Message
 	system, firstUser := "", ""
@@ -73,21 +75,12 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		f.origin = append(f.origin, -1)
 	}
 	for i, rm := range req.Messages {
-		var am anthropicMessage
-		if err := json.Unmarshal(rm, &am); err != nil {
-			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
-		}
-		blocks, err := anthropicBlocks(am.Content)
+		d, err := s.anthropicMessage(i, rm)
 		if err != nil {
-			return memory.Errorf(memory.EINVALID, "messages[%d].content: %v", i, err)
+			return err
 		}
-		msgs, err := fromAnthropic(am.Role, blocks)
-		if err != nil {
-			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
-		}
-		for _, b := range blocks {
-			f.thinking[i] = f.thinking[i] || b.Type == "thinking" || b.Type == "redacted_thinking"
-		}
+		msgs := d.msgs
+		f.thinking[i] = d.thinking
 		for _, m := range msgs {
 			if m.Role == memory.RoleUser && firstUser == "" && m.Metadata[turnSystemKey] != true {
 				firstUser = m.Content
@@ -112,6 +105,32 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		stream:   req.Stream,
 	}
 	return s.serveGateway(c, call)
+}
+
+// anthropicMessage reads client message i: from what it decoded to when
+// the client sent it before (see decodedCache), else decoded.
+func (s *Server) anthropicMessage(i int, rm json.RawMessage) (*decodedMessage, error) {
+	if d, ok := s.decodedAnthropic.get(rm); ok {
+		return d, nil
+	}
+	var am anthropicMessage
+	if err := json.Unmarshal(rm, &am); err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+	}
+	blocks, err := anthropicBlocks(am.Content)
+	if err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d].content: %v", i, err)
+	}
+	msgs, err := fromAnthropic(am.Role, blocks)
+	if err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+	}
+	d := &decodedMessage{msgs: msgs}
+	for _, b := range blocks {
+		d.thinking = d.thinking || b.Type == "thinking" || b.Type == "redacted_thinking"
+	}
+	s.decodedAnthropic.put(rm, msgs, d.thinking)
+	return d, nil
 }
 
 // claudeCodeSessionHeader is the session id Claude Code sends on every
@@ -182,7 +201,7 @@ func fromAnthropic(role string, blocks []anthropicBlock) ([]*memory.Message, err
 		if text == "" {
 			text = "[empty]"
 		}
-		return []*memory.Message{{Role: memory.RoleUser, Content: text, Metadata: map[string]any{turnSystemKey: true}}}, nil
+		return []*memory.Message{{Role: memory.RoleSystem, Content: text, Metadata: map[string]any{turnSystemKey: true}}}, nil
 	case "user":
 		var out []*memory.Message
 		for _, b := range blocks {
@@ -211,9 +230,9 @@ func fromAnthropic(role string, blocks []anthropicBlock) ([]*memory.Message, err
 	return nil, memory.Errorf(memory.EINVALID, "role: %q is not one of user, assistant, system", role)
 }
 
-// turnSystemKey marks, in a stored user message's metadata, a system
-// message the client sent inside messages (see the top of the file).
-const turnSystemKey = "ctxd_turn_system"
+// turnSystemKey marks a system message the client sent inside messages
+// (see the top of the file).
+const turnSystemKey = memory.TurnSystemKey
 
 // placeSystemTurns makes a window's mid-conversation system turns stand
 // where the API takes them, right after a user turn: one whose user turn
@@ -349,7 +368,7 @@ func (f *anthropicFormat) body(w *memory.GatewayWindow) ([]byte, error) {
 	done := map[int]bool{}
 	for i, m := range w.Messages {
 		at[i] = [2]int{-1, -1}
-		if m.Role == memory.RoleSystem {
+		if m.Role == memory.RoleSystem && !m.IsTurnSystem() {
 			if m.Client >= 0 && f.origin[m.Client] == -1 {
 				clientSystem = true
 			} else {

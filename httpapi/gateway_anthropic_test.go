@@ -110,3 +110,26 @@ func TestAnthropicSummaryBeforeThinkingTurn(t *testing.T) {
 		t.Fatalf("messages %s, want %s", got, want)
 	}
 }
+
+// An upstream's answer that the prompt was too long, in each provider's
+// wording, is retried with a smaller window; other refusals are not.
+func TestIsOverflow(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		body   string
+		want   bool
+	}{
+		{400, `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9013 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, true},
+		{400, `{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`, true},
+		{400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210344 tokens > 200000 maximum"}}`, true},
+		{400, "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again\"}}", true},
+		{413, `{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}`, true},
+		{400, `{"type":"error","error":{"type":"invalid_request_error","message":"messages: roles must alternate between \"user\" and \"assistant\""}}`, false},
+		{429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`, false},
+		{500, `{"type":"error","error":{"type":"api_error","message":"prompt is too long"}}`, false},
+	} {
+		if got := isOverflow(c.status, []byte(c.body)); got != c.want {
+			t.Errorf("isOverflow(%d, %s) = %v, want %v", c.status, c.body, got, c.want)
+		}
+	}
+}

@@ -31,32 +31,25 @@ type openaiMessage struct {
 
 func (s *Server) chatCompletions(c echo.Context) error {
 	var req openaiRequest
-	raw, err := decodeModelCall(c, &req)
+	raw, messages, err := decodeModelCall(c, &req, "messages")
 	if err != nil {
 		return err
 	}
+	req.Messages = messages
 	history := make([]*memory.Message, 0, len(req.Messages))
 	system, firstUser := "", ""
 	for i, rm := range req.Messages {
-		var om openaiMessage
-		if err := json.Unmarshal(rm, &om); err != nil {
-			return memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
-		}
-		text, err := textOf(om.Content)
+		m, err := s.openaiMessage(i, rm)
 		if err != nil {
-			return memory.Errorf(memory.EINVALID, "messages[%d].content: %v", i, err)
-		}
-		role := memory.Role(om.Role)
-		if role == "developer" {
-			role = memory.RoleSystem // the o-series name of the system role
+			return err
 		}
 		switch {
-		case role == memory.RoleSystem && system == "":
-			system = text
-		case role == memory.RoleUser && firstUser == "":
-			firstUser = text
+		case m.Role == memory.RoleSystem && system == "":
+			system = m.Content
+		case m.Role == memory.RoleUser && firstUser == "":
+			firstUser = m.Content
 		}
-		history = append(history, &memory.Message{Role: role, Content: text, Name: om.Name, ToolCallID: om.ToolCallID, ToolCalls: om.ToolCalls})
+		history = append(history, m)
 	}
 	window, err := contextWindow(c, req.Model)
 	if err != nil {
@@ -77,6 +70,29 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		stream:   req.Stream,
 	}
 	return s.serveGateway(c, call)
+}
+
+// openaiMessage reads client message i: from what it decoded to when the
+// client sent it before (see decodedCache), else decoded.
+func (s *Server) openaiMessage(i int, rm json.RawMessage) (*memory.Message, error) {
+	if d, ok := s.decodedOpenAI.get(rm); ok {
+		return d.msgs[0], nil
+	}
+	var om openaiMessage
+	if err := json.Unmarshal(rm, &om); err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d]: %v", i, err)
+	}
+	text, err := textOf(om.Content)
+	if err != nil {
+		return nil, memory.Errorf(memory.EINVALID, "messages[%d].content: %v", i, err)
+	}
+	role := memory.Role(om.Role)
+	if role == "developer" {
+		role = memory.RoleSystem // the o-series name of the system role
+	}
+	m := &memory.Message{Role: role, Content: text, Name: om.Name, ToolCallID: om.ToolCallID, ToolCalls: om.ToolCalls}
+	s.decodedOpenAI.put(rm, []*memory.Message{m}, false)
+	return m, nil
 }
 
 // openaiFormat speaks Chat Completions for one request.

@@ -95,6 +95,9 @@ type Server struct {
 	gateway *memory.Gateway
 	// responseIDs name stored answers for previous_response_id.
 	responseIDs responseIDs
+	// decodedOpenAI and decodedAnthropic are the client messages of
+	// recent calls, decoded (see gateway_decode.go).
+	decodedOpenAI, decodedAnthropic decodedCache
 
 	// mu orders Serve's setting up of echo's http.Server with Shutdown,
 	// which another goroutine calls: without it, a Shutdown right after

@@ -71,7 +71,7 @@ func protect(units []*unit, keepRecent int) {
 				// a summary is never summarized again: the session's rolling
 				// summary is extended in place (rollSummary)
 				u.protected = "summary"
-			case m.Role == RoleSystem && !m.IsSummary():
+			case m.IsStandingSystem():
 				u.protected = "system"
 			case m.Important:
 				u.protected = "important"

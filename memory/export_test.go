@@ -30,3 +30,12 @@ const MaxRatios = maxRatios
 
 // Ratio is the session's calibration.
 func (g *Gateway) Ratio(tenant, session string) float64 { return g.ratio(tenant, session) }
+
+// HoldBuild makes a new node's background index build (indexbuild.go)
+// take steps of n messages and wait for a value on gate before each; the
+// returned func restores both.
+func HoldBuild(n int, gate <-chan struct{}) func() {
+	batch, before := buildBatch, beforeBuildStep
+	buildBatch, beforeBuildStep = n, func() { <-gate }
+	return func() { buildBatch, beforeBuildStep = batch, before }
+}

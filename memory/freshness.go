@@ -19,18 +19,28 @@ import (
 const DefaultCatchUpWait = 2 * time.Second
 
 // catchUp returns once the index holds every change the store had when it
-// was called; EUNAVAILABLE after CatchUpWait.
-func (s *Service) catchUp(ctx context.Context) error {
+// was called; EUNAVAILABLE after CatchUpWait. sessions are the caller's
+// sessions the read searches (none: all of them); while a new node builds
+// its index (indexbuild.go) those are indexed first, and a read of more
+// than scopedSearchSessions, or of all, is refused: its answer would miss
+// what the build has not reached.
+func (s *Service) catchUp(ctx context.Context, sessions []string) error {
 	if !s.SharedStore {
 		return nil
+	}
+	building := s.ix.building.Load()
+	if building && (len(sessions) == 0 || len(sessions) > scopedSearchSessions) {
+		return Errorf(EUNAVAILABLE, "this node is building its search index (%s); a search across more than %d sessions answers once it is built: retry, or name the sessions",
+			s.ix.buildProgress(), scopedSearchSessions)
 	}
 	last, err := s.Store.LastSeq(ctx)
 	if err != nil {
 		return err
 	}
-	if s.ix.watermark.Load() >= last {
+	if !building && s.ix.watermark.Load() >= last {
 		return nil
 	}
+	tenant := TenantFromContext(ctx)
 	wait := s.CatchUpWait
 	if wait <= 0 {
 		wait = DefaultCatchUpWait
@@ -39,7 +49,7 @@ func (s *Service) catchUp(ctx context.Context) error {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		done <- s.ix.sync(context.WithoutCancel(ctx), last)
+		done <- s.ix.syncSessions(context.WithoutCancel(ctx), last, tenant, sessions)
 	}()
 	t := time.NewTimer(wait)
 	defer t.Stop()

@@ -198,10 +198,26 @@ func (g *Gateway) loadRatio(ctx context.Context, tenant, session string) {
 	g.ratios[key] = min(sess.Calibration, maxRatio)
 }
 
-func (g *Gateway) lock(tenant, id string) func() {
+// lock serializes the gateway's calls on a session: on this node, then,
+// on a store that other nodes share, across nodes (SessionLocker). The
+// node's own lock comes first, so that one node's calls queue in memory and
+// hold at most one of the database's lock connections between them.
+func (g *Gateway) lock(ctx context.Context, tenant, id string) (func(), error) {
 	mu := &g.locks[stripe(tenant, id, len(g.locks))]
 	mu.Lock()
-	return mu.Unlock
+	sl, ok := g.s.Store.(SessionLocker)
+	if !ok {
+		return mu.Unlock, nil
+	}
+	unlock, err := sl.LockSession(ctx, tenant, id)
+	if err != nil {
+		mu.Unlock()
+		return nil, err
+	}
+	return func() {
+		unlock()
+		mu.Unlock()
+	}, nil
 }
 
 // GatewaySessionID names the session of a gateway call: the name the
@@ -323,7 +339,10 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 		return nil, Errorf(EINVALID, "messages: only tool results, and the calls they answer are not in the history: there is no conversation to send")
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := g.lock(tenant, req.Session)
+	unlock, err := g.lock(ctx, tenant, req.Session)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 	window, enc, setWindow, err := g.window(ctx, req.Session, req.ContextWindow)
 	if err != nil {
@@ -344,7 +363,7 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	// What any window must hold: the system prompt and the newest message.
 	must := 0
 	for i, m := range req.History {
-		if m.Role == RoleSystem || i == len(req.History)-1 {
+		if m.IsStandingSystem() || i == len(req.History)-1 {
 			n, err := MessageTokens(g.s.Tokenizer, enc, m)
 			if err != nil {
 				return nil, fmt.Errorf("count the history: %w", err)
@@ -375,7 +394,15 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	if err != nil {
 		return nil, err
 	}
+	// The newest message, but a system message a client puts after its
+	// user's (Claude Code's reminders) is not what the user asked.
 	prompt := req.History[len(req.History)-1].Content
+	for i := len(req.History) - 1; i >= 0; i-- {
+		if req.History[i].Role != RoleSystem {
+			prompt = req.History[i].Content
+			break
+		}
+	}
 	// Whole, so that it is counted whole (ranking takes a part of it);
 	// cut only where no message could hold it.
 	if len(prompt) > g.s.Limits.MaxContentBytes {
@@ -560,10 +587,15 @@ func (g *Gateway) StoreAnswer(ctx context.Context, session string, answer *Messa
 		return "", nil
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := g.lock(tenant, session)
+	unlock, err := g.lock(ctx, tenant, session)
+	if err != nil {
+		return "", err
+	}
 	defer unlock()
 	before := g.version(ctx, tenant, session)
-	res, err := g.s.Append(ctx, session, []*Message{answer})
+	// The client never sees this write's status: a flush prompt it carries
+	// is the next call's to act on.
+	res, err := g.s.AppendWith(ctx, session, []*Message{answer}, AppendOptions{Untold: true})
 	if err != nil {
 		return "", fmt.Errorf("store the upstream's answer: %w", err)
 	}
@@ -622,7 +654,10 @@ func (g *Gateway) SaveNotes(ctx context.Context, session string, notes []string)
 	if len(msgs) == 0 {
 		return nil
 	}
-	unlock := g.lock(tenant, session)
+	unlock, err := g.lock(ctx, tenant, session)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	before := g.version(ctx, tenant, session)
 	if _, err := g.s.Append(ctx, session, msgs); err != nil {

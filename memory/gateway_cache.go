@@ -54,9 +54,12 @@ func (g *Gateway) RecordUsage(ctx context.Context, session string, u PromptUsage
 		return nil
 	}
 	tenant := TenantFromContext(ctx)
-	unlock := g.lock(tenant, session)
+	unlock, err := g.lock(ctx, tenant, session)
+	if err != nil {
+		return err
+	}
 	defer unlock()
-	_, err := g.s.Store.Update(ctx, tenant, session, func(tx SessionTx) error {
+	_, err = g.s.Store.Update(ctx, tenant, session, func(tx SessionTx) error {
 		s := tx.Session()
 		if s.PromptCache == nil {
 			s.PromptCache = &PromptCache{}

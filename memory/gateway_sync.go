@@ -44,8 +44,13 @@ var textSeed = maphash.MakeSeed()
 func light(m *Message) *Message {
 	l := &Message{ID: m.ID, Role: m.Role, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls,
 		Content: strconv.FormatUint(maphash.String(textSeed, m.Content), 36)}
-	if m.Metadata[InstructionsKey] == true {
-		l.Metadata = map[string]any{InstructionsKey: true}
+	for _, k := range []string{InstructionsKey, TurnSystemKey} {
+		if m.Metadata[k] == true {
+			if l.Metadata == nil {
+				l.Metadata = map[string]any{}
+			}
+			l.Metadata[k] = true
+		}
 	}
 	return l
 }
@@ -116,7 +121,7 @@ func (g *Gateway) storedForMatching(ctx context.Context, tenant, id string) (sto
 		switch {
 		case m.IsSummary() || m.IsVersion() || m.IsSuperseded() || IsGatewayNote(m):
 			// not the client's: it never sends them back
-		case m.Role == RoleSystem:
+		case m.IsStandingSystem():
 			system = append(system, light(m))
 		default:
 			stored = append(stored, light(m))
@@ -139,9 +144,10 @@ func (g *Gateway) version(ctx context.Context, tenant, id string) string {
 // of the history. It answers, for each stored message the history holds,
 // its index in the history.
 //
-// System messages are matched as a set, the others in order: an agent that
-// rewrites its system prompt on every call (a date, a tool list) replaces
-// the stored prompt, not the conversation after it.
+// System messages are matched as a set, the others (and a turn's system
+// messages, TurnSystemKey) in order: an agent that rewrites its system
+// prompt on every call (a date, a tool list) replaces the stored prompt,
+// not the conversation after it.
 func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, out *GatewayWindow) (map[string]int, error) {
 	stored, storedSys, _, err := g.storedForMatching(ctx, tenant, req.Session)
 	if err != nil {
@@ -151,7 +157,7 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 	var sent, sentSys []int                       // indexes in the history
 	for i, m := range req.History {
 		history[i] = light(m)
-		if m.Role == RoleSystem {
+		if m.IsStandingSystem() {
 			sentSys = append(sentSys, i)
 		} else {
 			sent = append(sent, i)
@@ -233,7 +239,7 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 			client[id] = fresh[j]
 			l := history[fresh[j]]
 			l.ID = id
-			if l.Role == RoleSystem {
+			if l.IsStandingSystem() {
 				next.system = append(next.system, l)
 			} else {
 				next.stored = append(next.stored, l)

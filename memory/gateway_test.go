@@ -243,3 +243,53 @@ func TestGatewaySlightEditsMatch(t *testing.T) {
 		t.Fatalf("the newest message edited: superseded %v, want the stored one", w.Superseded)
 	}
 }
+
+// An upstream's answer that carries the session past the compaction
+// trigger tells no one (the client never sees that write's status): the
+// next call's write is the one that is due a flush, and the compaction
+// waits for it. Told on the answer's write, the next write compacted at
+// once and the gateway's flush turn never ran.
+func TestGatewayFlushDueAfterAnAnswerCrossed(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := memory.NewContextWithTenant(context.Background(), "t")
+	g := memory.NewGateway(h.Service)
+	history := []*memory.Message{{Role: memory.RoleSystem, Content: "You are a coding agent."}, {Role: memory.RoleUser, Content: "write the report"}}
+	req := memory.GatewayRequest{Session: "s", History: history, ContextWindow: 4000, Reserve: 500}
+	for step := range 6 {
+		w, err := g.Prepare(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.FlushDue || w.Compacted {
+			t.Fatalf("step %d: flush due %v, compacted %v before any answer crossed the trigger", step, w.FlushDue, w.Compacted)
+		}
+		var report strings.Builder
+		for i := range 80 {
+			fmt.Fprintf(&report, "part %d step %d wrote %d rows to table t%d.\n", step, i, (step*80+i)*7919%10007, i)
+		}
+		answer := &memory.Message{Role: memory.RoleAssistant, Content: report.String()}
+		if _, err := g.StoreAnswer(ctx, "s", answer); err != nil {
+			t.Fatal(err)
+		}
+		req.History = append(req.History, &memory.Message{Role: memory.RoleAssistant, Content: answer.Content},
+			&memory.Message{Role: memory.RoleUser, Content: fmt.Sprintf("and part %d?", step+1)})
+		st, err := h.GetSession(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Tokens <= 2000 { // the trigger: half the window
+			continue
+		}
+		if w, err = g.Prepare(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if st, err = h.GetSession(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		if !w.FlushDue || w.Compacted || st.Compactions != 0 {
+			t.Fatalf("flush due %v, compacted %v (%d compactions): want the flush due and the compaction waiting for it", w.FlushDue, w.Compacted, st.Compactions)
+		}
+		return
+	}
+	t.Fatal("no answer crossed the trigger")
+}

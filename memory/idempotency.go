@@ -43,6 +43,13 @@ type AppendOptions struct {
 	// IdempotencyKey names the write: a retry with the same key and
 	// messages is answered as the first write was, and stores nothing.
 	IdempotencyKey string
+	// Untold: the write's answer reaches no agent (the gateway storing an
+	// upstream's answer), so a flush prompt it carries is not recorded as
+	// told: the session's next write tells it, and its compaction waits
+	// for that. Recorded, the gateway's flush turn never ran when the
+	// answer was what crossed the trigger (the 1,000-step session: none in
+	// 249 compactions).
+	Untold bool
 }
 
 // ValidateIdempotencyKey checks a key: 1 to MaxIdempotencyKeyBytes

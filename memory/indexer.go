@@ -27,6 +27,14 @@ type indexer struct {
 	// loadInBackground); loadErr is why that load failed.
 	loader  VectorLoader
 	loadErr atomic.Pointer[error]
+
+	// background: a new, empty index is built in the background while
+	// the node answers (indexbuild.go); set for a shared store.
+	background   bool
+	building     atomic.Bool
+	build        *buildState // guarded by mu; nil once built
+	buildIndexed atomic.Int64
+	buildTotal   atomic.Int64
 }
 
 // ChangeBatch is how many changes or messages one batch of index work
@@ -43,6 +51,28 @@ func (ix *indexer) sync(ctx context.Context, seq uint64) error {
 	if ix.watermark.Load() >= seq {
 		return nil // another writer's replay covered ours
 	}
+	return ix.replayLocked(ctx)
+}
+
+// syncSessions is sync for a read of the tenant's sessions ids: while the
+// index is being built, those sessions are indexed first.
+func (ix *indexer) syncSessions(ctx context.Context, seq uint64, tenant string, ids []string) error {
+	if !ix.building.Load() {
+		return ix.sync(ctx, seq)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if err := ix.buildSessions(ctx, tenant, ids); err != nil {
+		return err
+	}
+	if ix.watermark.Load() >= seq {
+		return nil
+	}
+	return ix.replayLocked(ctx)
+}
+
+// replayLocked is replay recording its error for Ready. Callers hold mu.
+func (ix *indexer) replayLocked(ctx context.Context) error {
 	err := ix.replay(ctx)
 	if err != nil {
 		ix.lastErr.Store(&err)
@@ -72,7 +102,7 @@ func (ix *indexer) replay(ctx context.Context) error {
 			if err := ix.applyChanges(ctx, changes[start:i]); err != nil {
 				return err
 			}
-			b := IndexBatch{DeleteSessions: []SessionRef{{c.Tenant, c.SessionID}}, Watermark: c.Seq}
+			b := IndexBatch{DeleteSessions: []SessionRef{{c.Tenant, c.SessionID}}, Watermark: ix.persistedWM(c.Seq)}
 			if err := ix.index.Apply(ctx, b); err != nil {
 				return fmt.Errorf("index delete session %s: %w", c.SessionID, err)
 			}
@@ -99,7 +129,8 @@ func (ix *indexer) applyChanges(ctx context.Context, changes []Change) error {
 		}
 		named[c.MessageID] = c
 	}
-	b := IndexBatch{Watermark: changes[len(changes)-1].Seq}
+	seq := changes[len(changes)-1].Seq
+	b := IndexBatch{Watermark: ix.persistedWM(seq)}
 	for tenant, ids := range byTenant {
 		msgs, err := ix.store.MessagesByID(ctx, tenant, ids, true)
 		if err != nil {
@@ -120,23 +151,41 @@ func (ix *indexer) applyChanges(ctx context.Context, changes []Change) error {
 	if err := ix.index.Apply(ctx, b); err != nil {
 		return fmt.Errorf("index %d changes: %w", len(changes), err)
 	}
-	ix.watermark.Store(b.Watermark)
+	ix.watermark.Store(seq)
 	return nil
 }
 
 // open brings the index up to date with the store before the server
-// answers. An index that is a VectorLoader gets its vectors afterwards, from
+// answers, or, for a new index on a shared store, readies its build in the
+// background (building: the caller runs it; see indexbuild.go). An index
+// that is a VectorLoader gets its vectors afterwards, from
 // loadInBackground: reading every vector before answering made start-up
 // grow with the store (66 s at 1M messages).
-func (ix *indexer) open(ctx context.Context) error {
+func (ix *indexer) open(ctx context.Context) (building bool, err error) {
 	start := time.Now()
 	if vl, ok := ix.index.(VectorLoader); ok {
 		vl.BeginVectorLoad()
 		ix.loader = vl
 	} else if err := ix.loadVectors(ctx); err != nil {
-		return err
+		return false, err
 	}
-	return ix.catchUp(ctx, start)
+	if ix.background {
+		wm, err := ix.index.Watermark()
+		if err != nil {
+			return false, fmt.Errorf("read index watermark: %w", err)
+		}
+		last, err := ix.store.LastSeq(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read store seq: %w", err)
+		}
+		if fresh, err := ix.fresh(wm, last); err != nil || fresh {
+			if err == nil {
+				err = ix.startBuild(ctx, last)
+			}
+			return err == nil, err
+		}
+	}
+	return false, ix.catchUp(ctx, start)
 }
 
 // loadInBackground loads the vectors open left to load, if any, and

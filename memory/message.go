@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -136,6 +137,24 @@ func (m *Message) Position() uint64 {
 // IsSummary reports whether m was written by the server to replace others.
 func (m *Message) IsSummary() bool { return m.Kind == KindSummary }
 
+// TurnSystemKey marks, in a system message's metadata, one that stands at
+// its place in the conversation (a system message a client sends between
+// its turns, as Claude Code does on every call) rather than with the
+// system prompt: it keeps its role, and is otherwise kept, ranked and
+// compacted as the turns around it are, not pinned into every window.
+const TurnSystemKey = "ctxd_turn_system"
+
+// IsTurnSystem reports whether m is a system message of a turn (TurnSystemKey).
+func (m *Message) IsTurnSystem() bool {
+	return m.Role == RoleSystem && m.Metadata[TurnSystemKey] == true
+}
+
+// IsStandingSystem reports whether m is a system message that is in every
+// window and counts as pinned: a system message, not a summary's or a turn's.
+func (m *Message) IsStandingSystem() bool {
+	return m.Role == RoleSystem && !m.IsSummary() && !m.IsTurnSystem()
+}
+
 // IsVersion reports whether m is an earlier version of an edited message.
 // It is kept for reading and search, never brought back into a window on
 // its own: its correction stands in the window in its place.
@@ -173,9 +192,12 @@ func (m *Message) Validate(i int, lim Limits) error {
 	if len(m.ClientID) > MaxClientIDBytes {
 		return Errorf(EINVALID, "messages[%d].message_id: longer than %d bytes", i, MaxClientIDBytes)
 	}
-	for field, s := range map[string]string{"name": m.Name, "tool_call_id": m.ToolCallID, "message_id": m.ClientID} {
-		if err := checkText(s); err != nil {
-			return Errorf(EINVALID, "messages[%d].%s: %v", i, field, err)
+	// No map or joined strings here: the gateway validates every message
+	// of a resent history on every call, and what this allocated per
+	// message grew each call's garbage with the history.
+	for _, f := range [...]struct{ field, s string }{{"name", m.Name}, {"tool_call_id", m.ToolCallID}, {"message_id", m.ClientID}} {
+		if err := checkText(f.s); err != nil {
+			return Errorf(EINVALID, "messages[%d].%s: %v", i, f.field, err)
 		}
 	}
 	if len(m.Name) > 256 {
@@ -184,19 +206,29 @@ func (m *Message) Validate(i int, lim Limits) error {
 	if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
 		return Errorf(EINVALID, "messages[%d].tool_calls: only assistant messages may call tools", i)
 	}
-	callIDs := make(map[string]bool, len(m.ToolCalls))
+	var callIDs map[string]bool // for a message of many calls; a few are compared in place
+	if len(m.ToolCalls) > 8 {
+		callIDs = make(map[string]bool, len(m.ToolCalls))
+	}
 	for j, tc := range m.ToolCalls {
 		// A call id names one call: a result answering it would answer two,
 		// and every window after would carry both.
-		if tc.ID != "" && callIDs[tc.ID] {
+		seen := callIDs[tc.ID]
+		if callIDs == nil {
+			seen = slices.ContainsFunc(m.ToolCalls[:j], func(o ToolCall) bool { return o.ID == tc.ID })
+		} else {
+			callIDs[tc.ID] = true
+		}
+		if tc.ID != "" && seen {
 			return Errorf(EINVALID, "messages[%d].tool_calls[%d].id: %q names an earlier call of this message too; give each call its own id", i, j, tc.ID)
 		}
-		callIDs[tc.ID] = true
 		if tc.Function.Name == "" {
 			return Errorf(EINVALID, "messages[%d].tool_calls[%d].function.name: required", i, j)
 		}
-		if err := checkText(tc.ID + tc.Type + tc.Function.Name + tc.Function.Arguments); err != nil {
-			return Errorf(EINVALID, "messages[%d].tool_calls[%d]: %v", i, j, err)
+		for _, s := range [...]string{tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments} {
+			if err := checkText(s); err != nil {
+				return Errorf(EINVALID, "messages[%d].tool_calls[%d]: %v", i, j, err)
+			}
 		}
 	}
 	if m.ToolCallID != "" && m.Role != RoleTool {

@@ -67,3 +67,22 @@ func TestValidateCreatedAt(t *testing.T) {
 		}
 	}
 }
+
+// A call id names one call of a message, whether the message holds a few
+// calls or many.
+func TestValidateRefusesRepeatedCallIDs(t *testing.T) {
+	for _, n := range []int{2, 20} {
+		var calls []memory.ToolCall
+		for i := range n {
+			calls = append(calls, call(strings.Repeat("c", i+1), "function", "ls", "{}"))
+		}
+		m := &memory.Message{Role: memory.RoleAssistant, ToolCalls: calls}
+		if err := m.Validate(0, memory.DefaultLimits); err != nil {
+			t.Fatalf("%d distinct calls: %v", n, err)
+		}
+		m.ToolCalls[n-1].ID = m.ToolCalls[0].ID
+		if err := m.Validate(0, memory.DefaultLimits); err == nil || !strings.Contains(err.Error(), "names an earlier call") {
+			t.Errorf("%d calls, the last repeating the first's id: %v", n, err)
+		}
+	}
+}

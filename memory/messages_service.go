@@ -104,7 +104,7 @@ func (s *Service) AppendWith(ctx context.Context, sessionID string, msgs []*Mess
 		return res, nil
 	}
 	s.syncIndex(ctx)
-	res.Session, res.Compaction = s.afterAppend(ctx, tenant, sessionID, sess)
+	res.Session, res.Compaction = s.afterAppend(ctx, tenant, sessionID, sess, opt.Untold)
 	return res, nil
 }
 
@@ -270,7 +270,7 @@ func (s *Service) appendTx(tx SessionTx, msgs []*Message, known map[string]*Mess
 // (to just under the trigger) and its report says no flush was offered.
 // The write itself is durable already: a failure here is reported in the
 // answer, not as an error.
-func (s *Service) afterAppend(ctx context.Context, tenant, sessionID string, sess *Session) (*Status, *CompactionReport) {
+func (s *Service) afterAppend(ctx context.Context, tenant, sessionID string, sess *Session, untold bool) (*Status, *CompactionReport) {
 	st := s.status(sess)
 	var rep *CompactionReport
 	told := sess.FlushTold == sess.Compactions+1
@@ -293,7 +293,7 @@ func (s *Service) afterAppend(ctx context.Context, tenant, sessionID string, ses
 	s.event("context-health", map[string]any{"tenant": tenant, "session": sessionID, "tokens": st.Tokens,
 		"limit": st.ContextWindow, "pct_used": st.PctUsed, "state": st.State,
 		"next_compaction_in_tokens": max(int(st.Policy.TriggerPct*float64(st.ContextWindow))-st.Tokens, 0)})
-	if st.FlushPrompt != "" {
+	if st.FlushPrompt != "" && !untold {
 		// This answer is the one that tells the agent; later ones this cycle
 		// do not repeat it.
 		if _, err := s.Store.Update(ctx, tenant, sessionID, func(tx SessionTx) error {

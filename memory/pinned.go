@@ -12,7 +12,7 @@ import "context"
 // pinned or system message in the working window. Summaries are the
 // server's, never pinned by role.
 func PinnedCost(m *Message) int {
-	if m.InWindow() && (m.Pinned || (m.Role == RoleSystem && !m.IsSummary())) {
+	if m.InWindow() && (m.Pinned || m.IsStandingSystem()) {
 		return m.Tokens
 	}
 	return 0
@@ -89,7 +89,7 @@ func (s *Service) PinnedMessages(ctx context.Context, sessionID string) ([]*Mess
 	}
 	var out []*Message
 	for _, m := range window {
-		if m.Pinned || (m.Role == RoleSystem && !m.IsSummary()) {
+		if m.Pinned || m.IsStandingSystem() {
 			out = append(out, m)
 		}
 	}

@@ -402,3 +402,23 @@ type ColdRestorer interface {
 	// in order, without vectors.
 	MirrorMessages(tenant, sessionID string) ([]*Message, error)
 }
+
+// SessionLocker is a store that several processes share (PostgreSQL): it
+// serializes work on one session across them, for as long as the caller
+// holds the lock. The gateway takes it around each of its calls on a
+// session (matching the resent history and storing what is new); the store's
+// own writes already take turns on the session within their transaction.
+type SessionLocker interface {
+	// LockSession returns once the caller holds the session's lock, with
+	// the func that releases it; EUNAVAILABLE when the wait runs too long.
+	LockSession(ctx context.Context, tenant, id string) (unlock func(), err error)
+}
+
+// LayoutStore is a shared store that keeps each session's last window
+// layout (window_shared.go), so that whichever node builds a session's next
+// window extends the same one. The layout is opaque to the store.
+type LayoutStore interface {
+	// Layout is the session's stored layout; nil and no error when none.
+	Layout(ctx context.Context, tenant, session string) ([]byte, error)
+	PutLayout(ctx context.Context, tenant, session string, layout []byte) error
+}

@@ -112,7 +112,7 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	if err := s.catchUp(ctx); err != nil {
+	if err := s.catchUp(ctx, r.Sessions); err != nil {
 		return nil, err
 	}
 	tenant := TenantFromContext(ctx)

@@ -120,11 +120,12 @@ func (s *Service) Open(ctx context.Context) error {
 	}
 	s.compactSem = make(semaphore, s.Concurrency.Compactions)
 	s.embedSem = make(semaphore, s.Concurrency.Embeds)
-	s.ix = &indexer{store: s.Store, index: s.Index, log: s.Logger.With("component", "indexer")}
+	s.ix = &indexer{store: s.Store, index: s.Index, log: s.Logger.With("component", "indexer"), background: s.SharedStore}
 	if err := s.checkModel(ctx); err != nil {
 		return err
 	}
-	if err := s.ix.open(ctx); err != nil {
+	building, err := s.ix.open(ctx)
+	if err != nil {
 		return err
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
@@ -161,6 +162,15 @@ func (s *Service) Open(ctx context.Context) error {
 			s.Logger.Info("purged expired cold chunks at start", "count", n)
 		}
 	}()
+	if building {
+		s.wg.Add(1)
+		s.bg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.bg.Done()
+			s.runBuild(loopCtx)
+		}()
+	}
 	s.ready.Store(true)
 	return nil
 }

@@ -111,7 +111,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if req.MaxTokens < 0 || req.MaxTokens > maxContextTokens {
 		return nil, Errorf(EINVALID, "max_tokens: %d is outside 1..%d", req.MaxTokens, maxContextTokens)
 	}
-	if err := s.catchUp(ctx); err != nil {
+	if err := s.catchUp(ctx, []string{sessionID}); err != nil {
 		return nil, err
 	}
 	tenant := TenantFromContext(ctx)
@@ -142,7 +142,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 	if err == nil {
 		res.WouldCompact = wouldCompact
 		res.StableUntil = b.stableUntil(res)
-		s.noteWindow(layoutKey(tenant, sessionID), res, req.Preview, b)
+		s.noteWindow(ctx, tenant, sessionID, res, req.Preview, b)
 	}
 	if err != nil || len(res.Recovered) == 0 || req.Preview {
 		return res, err
@@ -170,6 +170,7 @@ func (s *Service) Context(ctx context.Context, sessionID string, req ContextRequ
 type windowBuilder struct {
 	s       *Service
 	sess    *Session
+	prev    *layoutEntry // the session's last window (window_stable.go)
 	pol     Policy
 	req     ContextRequest
 	window  []*Message
@@ -203,6 +204,7 @@ func (s *Service) newWindowBuilder(ctx context.Context, sess *Session, req Conte
 	if b.window, err = s.Store.Messages(ctx, sess.Tenant, sess.ID, MessageQuery{States: []State{StateActive, StateRecovered}, Vectors: true}); err != nil {
 		return nil, err
 	}
+	b.prev = s.layout(ctx, sess.Tenant, sess.ID)
 	sort.SliceStable(b.window, func(i, j int) bool { return b.window[i].Position() < b.window[j].Position() })
 	// A unit missing part of its tool group (an older store, or a crash
 	// between writes) cannot be sent: leave it out of every level.
@@ -347,7 +349,7 @@ func (b *windowBuilder) takePinned() error {
 	need := 0
 	for _, u := range b.units {
 		for _, m := range u.msgs {
-			if m.Pinned || (m.Role == RoleSystem && !m.IsSummary()) {
+			if m.Pinned || m.IsStandingSystem() {
 				b.chosen[u] = SourcePinned
 			}
 		}
@@ -472,7 +474,7 @@ func (b *windowBuilder) assemble() *ContextResult {
 				}
 			}
 			used += view.Tokens
-			if m.Role == RoleSystem && !m.IsSummary() {
+			if m.IsStandingSystem() {
 				sys = append(sys, wm)
 			} else {
 				rest = append(rest, wm)

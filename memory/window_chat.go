@@ -153,7 +153,7 @@ func (b *windowBuilder) chatCut(work []*unit, limit, rest int) (from int, ok boo
 	for i := len(work) - 1; i >= 0; i-- {
 		after[i] = after[i+1] + work[i].tokens
 	}
-	if e := b.s.layouts.get(layoutKey(b.sess.Tenant, b.sess.ID)); e != nil && e.chatMax == b.req.MaxTokens && e.chatFrom != 0 {
+	if e := b.prev; e != nil && e.chatMax == b.req.MaxTokens && e.chatFrom != 0 {
 		i := 0
 		for i < len(work)-1 && work[i].msgs[0].Position() < e.chatFrom {
 			i++

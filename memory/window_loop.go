@@ -91,7 +91,7 @@ func (b *windowBuilder) buildLoop(ctx context.Context) (*ContextResult, error) {
 		}
 	}
 	b.indexOriginals(originals)
-	if e := b.s.layouts.get(layoutKey(sess.Tenant, sess.ID)); e != nil {
+	if e := b.prev; e != nil {
 		ok, err := b.extend(ctx, e.layout, originals)
 		if err != nil || ok {
 			return b.res, err

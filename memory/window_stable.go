@@ -27,6 +27,7 @@ import (
 // restart (one cache miss, which the provider's cache expiry would mostly
 // have caused anyway), and persisting it would add a write to every call
 // that changes it. It is rebuilt the same way from the same history.
+// Several nodes on a shared store are the exception (window_shared.go).
 
 // LoopFillPct is the share of max_tokens a tool loop's window fills when it
 // is built afresh; the rest is room to grow, call after call, with the
@@ -136,12 +137,12 @@ func contentHash(s string) uint64 {
 
 // noteWindow sets res.StablePrefix against the session's previous window and
 // (unless a preview) keeps this one's keys for the next call.
-func (s *Service) noteWindow(key string, res *ContextResult, preview bool, b *windowBuilder) {
+func (s *Service) noteWindow(ctx context.Context, tenant, session string, res *ContextResult, preview bool, b *windowBuilder) {
 	keys := make([]uint64, len(res.Messages))
 	for i, wm := range res.Messages {
 		keys[i] = messageKey(wm.Message)
 	}
-	if prev := s.layouts.get(key); prev != nil {
+	if prev := b.prev; prev != nil {
 		n := 0
 		for n < len(keys) && n < len(prev.keys) && keys[n] == prev.keys[n] {
 			n++
@@ -149,7 +150,7 @@ func (s *Service) noteWindow(key string, res *ContextResult, preview bool, b *wi
 		res.StablePrefix = n
 	}
 	if !preview {
-		s.layouts.put(key, &layoutEntry{keys: keys, layout: b.layout, chatFrom: b.chatFrom, chatMax: b.req.MaxTokens})
+		s.putLayout(ctx, tenant, session, &layoutEntry{keys: keys, layout: b.layout, chatFrom: b.chatFrom, chatMax: b.req.MaxTokens})
 	}
 }
 
@@ -275,7 +276,7 @@ func (b *windowBuilder) extend(ctx context.Context, l *loopLayout, originals []*
 		if m.Seq <= l.lastSeq {
 			continue
 		}
-		if m.Pinned || m.Role == RoleSystem {
+		if m.Pinned || m.IsStandingSystem() {
 			return false, nil // pinned and system messages lead the window: rebuild
 		}
 		fresh = append(fresh, m)

@@ -66,6 +66,9 @@ type figuresMeta struct {
 	CPUModel  string `json:"cpu_model"`
 	GoVersion string `json:"go_version"`
 	Command   string `json:"command"`
+	// LoadAvg is the one-minute load average as the measurement began and
+	// as it ended ("0.4 / 1.2"); older documents have none.
+	LoadAvg string `json:"load_avg,omitempty"`
 }
 
 // figEval is the part of `ctxd-bench eval --json` the table reads.

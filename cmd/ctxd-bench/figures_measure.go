@@ -61,6 +61,12 @@ func measureFigures(ctx context.Context, o figuresOptions, logw io.Writer) (figu
 	if docs[figDocGateway], err = figuresAgent(ctx, o, true, logw); err != nil {
 		return nil, err
 	}
+	// Latencies mean little without how busy the machine was: the header
+	// says the load average when the measurement began and ended.
+	meta.LoadAvg = meta.LoadAvg + " / " + loadAvg("/proc/loadavg")
+	if docs[figDocMeta], err = json.MarshalIndent(meta, "", "  "); err != nil {
+		return nil, fmt.Errorf("figures: encode header: %w", err)
+	}
 	return docs, nil
 }
 

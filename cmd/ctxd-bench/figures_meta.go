@@ -12,7 +12,18 @@ import (
 // collectFiguresMeta describes where and from what the figures come.
 func collectFiguresMeta(command string, now time.Time) figuresMeta {
 	return figuresMeta{Date: now.UTC().Format(time.RFC3339), Commit: gitCommit(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-		CPUs: runtime.NumCPU(), CPUModel: cpuModel("/proc/cpuinfo"), GoVersion: runtime.Version(), Command: command}
+		CPUs: runtime.NumCPU(), CPUModel: cpuModel("/proc/cpuinfo"), GoVersion: runtime.Version(), Command: command,
+		LoadAvg: loadAvg("/proc/loadavg")}
+}
+
+// loadAvg is the machine's one-minute load average from a loadavg file,
+// "unknown" without one (a system other than Linux).
+func loadAvg(path string) string {
+	b, err := os.ReadFile(path)
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 // gitCommit is the short HEAD of the working directory's repository, with

@@ -62,6 +62,9 @@ func figuresHeader(m figuresMeta) string {
 	h := fmt.Sprintf("Measured %s at commit `%s` on %s/%s, %d CPUs (%s), %s; in-process servers on temporary data dirs "+
 		"(bench figures include the load generator's CPU); command: `%s`", date, m.Commit, m.GOOS, m.GOARCH, m.CPUs,
 		m.CPUModel, m.GoVersion, m.Command)
+	if m.LoadAvg != "" {
+		h += fmt.Sprintf("; load average at start / end: %s (on %d CPUs)", m.LoadAvg, m.CPUs)
+	}
 	if strings.Contains(m.Command, "--quick") {
 		h += ". **--quick: smoke-run sizes, not figures to publish.**"
 	}

@@ -413,3 +413,27 @@ func TestFiguresAgentCacheRows(t *testing.T) {
 		t.Errorf("the README block lacks the prompted recall row:\n%s", block)
 	}
 }
+
+// The header says how busy the machine was, when the document says it;
+// loadAvg reads the one-minute figure of a loadavg file.
+func TestFiguresHeaderLoadAverage(t *testing.T) {
+	t.Parallel()
+	m := figuresMeta{Date: "2026-11-22T01:40:00Z", Commit: "abc1234", GOOS: "linux", GOARCH: "amd64", CPUs: 2, CPUModel: "Test CPU", GoVersion: "go1.26.8", Command: "ctxd-bench figures"}
+	if h := figuresHeader(m); strings.Contains(h, "load average") {
+		t.Errorf("a document without a load average got one: %s", h)
+	}
+	m.LoadAvg = "0.41 / 1.20"
+	if h := figuresHeader(m); !strings.Contains(h, "load average at start / end: 0.41 / 1.20 (on 2 CPUs)") {
+		t.Errorf("header lacks the load average: %s", h)
+	}
+	p := filepath.Join(t.TempDir(), "loadavg")
+	if err := os.WriteFile(p, []byte("0.52 0.40 0.30 1/200 1234\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadAvg(p); got != "0.52" {
+		t.Errorf("loadAvg = %q, want 0.52", got)
+	}
+	if got := loadAvg(filepath.Join(t.TempDir(), "none")); got != "unknown" {
+		t.Errorf("loadAvg of a missing file = %q, want unknown", got)
+	}
+}

@@ -89,8 +89,10 @@ func openDataDir(ctx context.Context, cfg Config, use indexUse, create bool, pro
 func (d *dataDir) newAdmin(cfg Config, progress memory.Progress, indexErr error) *admin.Admin {
 	m := NewMain(cfg)
 	m.Logger = d.log
-	a := &admin.Admin{Store: d.store, Cold: coldstore.Mirror{Store: d.cold}, Logger: d.log, Progress: progress,
-		Embedder: m.OpenEmbedder, IndexErr: indexErr}
+	a := &admin.Admin{Store: d.store, Logger: d.log, Progress: progress, Embedder: m.OpenEmbedder, IndexErr: indexErr}
+	if d.cold != nil { // none on PostgreSQL
+		a.Cold = coldstore.Mirror{Store: d.cold}
+	}
 	if d.index != nil {
 		a.Index, a.Docs = d.index, d.index
 	}
@@ -99,18 +101,14 @@ func (d *dataDir) newAdmin(cfg Config, progress memory.Progress, indexErr error)
 
 // openShared opens a PostgreSQL store (--store) for an admin verb: the
 // database is the whole truth, so no index is opened (each node's catches
-// up from the change feed), and the data dir holds only the cold mirror
-// the verb writes.
+// up from the change feed) and no cold mirror (the cold originals are rows
+// of the database, as on the nodes).
 func openShared(ctx context.Context, d *dataDir, cfg Config, progress memory.Progress) (*dataDir, error) {
 	st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{})
 	if err != nil {
 		return nil, err
 	}
 	d.store = st
-	if d.cold, err = coldstore.Open(server.ColdPath(cfg.DataDir)); err != nil {
-		d.Close()
-		return nil, err
-	}
 	d.admin = d.newAdmin(cfg, progress, nil)
 	return d, nil
 }

@@ -296,3 +296,56 @@ func TestGatewayAnthropicFlushTurn(t *testing.T) {
 		t.Fatalf("the call's system prompt %s, want the client's and the saved note", sys)
 	}
 }
+
+// A system message between the turns (Claude Code sends one on every call)
+// is stored as a system message where it stands, marked as a turn's: not
+// pinned and not in the system prompt, and sent back upstream as the
+// client sent it, at its place.
+func TestGatewayAnthropicTurnSystemMessages(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		calls++
+		anthropicAnswer(w, map[string]any{"type": "text", "text": fmt.Sprintf("answer %d", calls)})
+	})
+	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	ts.Header = http.Header{"X-Ctxd-Session": {"turn-system"}}
+	reminder := map[string]any{"role": "system", "content": []any{map[string]any{"type": "text", "text": "Reminder: keep the tests green."}}}
+	messages := []any{map[string]any{"role": "user", "content": "Fix the parser."}, reminder}
+	call := func() {
+		ts.mustDo(200, "POST", "/v1/messages", map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1024,
+			"system": "You are a coding agent.", "messages": messages})
+	}
+	call()
+	messages = append(messages, map[string]any{"role": "assistant", "content": "answer 1"},
+		map[string]any{"role": "user", "content": "And the lexer?"}, reminder)
+	call()
+	var got []string
+	for _, m := range sessionMessages(ts, "turn-system") {
+		md, _ := m["metadata"].(map[string]any)
+		got = append(got, fmt.Sprintf("%v/%v/%v: %v", m["role"], m["pinned"], md[memory.TurnSystemKey], m["content"]))
+	}
+	want := []string{"system/false/<nil>: You are a coding agent.", "user/false/<nil>: Fix the parser.",
+		"system/false/true: Reminder: keep the tests green.", "assistant/false/<nil>: answer 1",
+		"user/false/<nil>: And the lexer?", "system/false/true: Reminder: keep the tests green.", "assistant/false/<nil>: answer 2"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("stored\n%q\nwant\n%q", got, want)
+	}
+	sent := up.last(t).Body
+	if sys, _ := json.Marshal(sent["system"]); strings.Contains(string(sys), "Reminder") {
+		t.Errorf("the reminder went into the system prompt: %s", sys)
+	}
+	// the client's turns (a string content goes as its text block, and
+	// ctxd places its cache breakpoint)
+	var turns []string
+	for _, m := range sent["messages"].([]any) {
+		tm := m.(map[string]any)
+		for _, b := range tm["content"].([]any) {
+			turns = append(turns, fmt.Sprintf("%v: %v", tm["role"], b.(map[string]any)["text"]))
+		}
+	}
+	wantTurns := "user: Fix the parser.|system: Reminder: keep the tests green.|assistant: answer 1|user: And the lexer?|system: Reminder: keep the tests green."
+	if strings.Join(turns, "|") != wantTurns {
+		t.Errorf("upstream turns\n%s\nwant\n%s", strings.Join(turns, "|"), wantTurns)
+	}
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -10,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ctxd/ctxd/memory/pgstore"
 	"github.com/ctxd/ctxd/memory/pgstore/pgtest"
 )
 
@@ -76,6 +79,41 @@ func storeFlag(dir string) []string {
 		return []string{"--store", dsn.(string)}
 	}
 	return nil
+}
+
+// hasMirror reports whether the server on dir keeps a cold mirror there:
+// not on PostgreSQL, where the cold originals are rows of the database.
+func hasMirror(dir string) bool {
+	_, pg := pgDirs.Load(dir)
+	return !pg
+}
+
+// postgresEvents reads the event log stream of the server on dir from its
+// database, every tenant's events oldest first, decoded as readEvents
+// decodes a file's lines; ok is false for a server on an embedded store.
+func postgresEvents(t *testing.T, dir, stream string) (_ []map[string]any, ok bool) {
+	t.Helper()
+	dsn, pg := pgDirs.Load(dir)
+	if !pg {
+		return nil, false
+	}
+	st, err := pgstore.Open(context.Background(), dsn.(string), pgstore.Options{NoMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	evs, err := st.Events(nil).Tail(stream, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]map[string]any, len(evs))
+	for i, e := range evs {
+		b, _ := json.Marshal(e)
+		if err := json.Unmarshal(b, &out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out, true
 }
 
 // checkOnPostgres fails a test that was to run on PostgreSQL and whose

@@ -209,3 +209,31 @@ func (h *Harness) Compacted(tb testing.TB, ctx context.Context, id string) {
 		tb.Fatal(err)
 	}
 }
+
+// Node opens a second service on the harness's store and cold store, as
+// another node sharing them would (SharedStore set), with an index of its
+// own, new and empty, in a temp dir; configure may set fields before it
+// opens. Closed when tb ends, before the harness.
+func (h *Harness) Node(tb testing.TB, configure ...func(*memory.Service)) (*memory.Service, *index.Index) {
+	tb.Helper()
+	idx, err := index.Open(filepath.Join(tb.TempDir(), "index"), index.Options{Texts: h.Store})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &memory.Service{Store: h.Store, Index: idx, Embedder: h.Service.Embedder, Tokenizer: h.Service.Tokenizer,
+		Summarizer: h.Service.Summarizer, Cold: h.Service.Cold, Now: h.Clock.Now, SharedStore: true}
+	for _, f := range configure {
+		f(s)
+	}
+	if err := s.Open(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Wait(context.Background()); err != nil {
+			tb.Error(err)
+		}
+		s.Close()
+		idx.Close()
+	})
+	return s, idx
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"testing"
@@ -185,6 +186,43 @@ func TestStoreSettingRefused(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
 			t.Fatalf("--store %s: %v, want it to name %q and not the password", store, err, want)
+		}
+	}
+}
+
+// The event log is in the database: A's compactions are in B's events,
+// and neither node writes event files or a cold mirror into its data dir
+// (the cold originals are rows of the database). Kept in files, B's
+// events showed only what B itself did.
+func TestTwoNodesShareTheEventLog(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	a, am := node(t, dsn)
+	b, _ := node(t, dsn)
+	window := 2000
+	if _, err := a.PutSession(ctx, "ev", &api.SessionIn{ContextWindow: &window}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 {
+		text := fmt.Sprintf("turn %d: the deploy of service %d failed on host %d with error code %d, retried twice", i, i*7, i*13, i*101)
+		if _, err := a.Append(ctx, "ev", []api.MessageIn{{Role: []string{"user", "assistant"}[i%2], Content: strings.Repeat(text+" ", 4)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Compact(ctx, "ev", api.CompactIn{Prompt: "which deploy failed?"}); err != nil {
+		t.Fatal(err)
+	}
+	onA, err := a.Events(ctx, "compaction", client.EventQuery{SessionID: "ev"})
+	if err != nil || len(onA) == 0 {
+		t.Fatalf("A's compaction events: %v, %v", onA, err)
+	}
+	onB, err := b.Events(ctx, "compaction", client.EventQuery{SessionID: "ev"})
+	if err != nil || !equalJSON(onA, onB) {
+		t.Fatalf("B's compaction events of the session A compacted: %v, %v; A's: %v", onB, err, onA)
+	}
+	for _, dir := range []string{server.LogsPath(am.Config.DataDir), server.ColdPath(am.Config.DataDir)} {
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is on the node's disk (%v): on PostgreSQL it belongs in the database", dir, err)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/ctxd/ctxd/internal/version"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/memory/admin"
+	"github.com/ctxd/ctxd/memory/pgstore"
 	"github.com/ctxd/ctxd/metrics"
 	"github.com/ctxd/ctxd/summarize"
 	"github.com/ctxd/ctxd/tokenizer"
@@ -120,12 +121,26 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		return err
 	}
 	m.Logger.Info("tokenizer ready", "encoding", cfg.Encoding, "took", time.Since(t0).Round(time.Millisecond))
-	if m.Events, err = eventlog.Open(LogsPath(cfg.DataDir), eventlog.Options{Now: cfg.Clock}); err != nil {
-		return err
+	// On a database the nodes share, the event log is in it, and there is
+	// no cold mirror: the cold originals are rows of the database (its
+	// backups keep them), and each node's files held only what that node
+	// compacted.
+	var events interface {
+		memory.EventLog
+		memory.EventReader
 	}
-	cold, err := coldstore.Open(ColdPath(cfg.DataDir))
-	if err != nil {
-		return err
+	var cold memory.ColdMirror
+	if pg, ok := m.Store.(*pgstore.Store); ok {
+		events = pg.Events(cfg.Clock)
+	} else {
+		if m.Events, err = eventlog.Open(LogsPath(cfg.DataDir), eventlog.Options{Now: cfg.Clock}); err != nil {
+			return err
+		}
+		mirror, err := coldstore.Open(ColdPath(cfg.DataDir))
+		if err != nil {
+			return err
+		}
+		events, cold = m.Events, coldstore.Mirror{Store: mirror}
 	}
 	summ, err := m.openSummarizer(tok, emb)
 	if err != nil {
@@ -133,7 +148,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 	}
 	m.Service = &memory.Service{
 		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger, Now: cfg.Clock,
-		Summarizer: m.Metrics.Summarizer(summ), Cold: coldstore.Mirror{Store: cold}, Events: m.Metrics.EventLog(m.Events), EventReader: m.Events, Policy: cfg.Policy,
+		Summarizer: m.Metrics.Summarizer(summ), Cold: cold, Events: m.Metrics.EventLog(events), EventReader: events, Policy: cfg.Policy,
 		Shares:      memory.Shares{Summary: cfg.ShareSummary, Recovered: cfg.ShareRecovered},
 		RecoverNext: cfg.RecoverNext, PurgeInterval: cfg.PurgeInterval,
 		Limits: memory.Limits{

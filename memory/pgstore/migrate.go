@@ -89,6 +89,37 @@ var migrations = []string{
 		at timestamptz NOT NULL,
 		allowed boolean NOT NULL
 	);`,
+	// 4: a row per gateway session that the gateway's calls lock (FOR
+	// UPDATE), so that two nodes' calls of one session take turns: the
+	// session's own row cannot be it, the writes inside a call lock that.
+	`CREATE TABLE session_locks (
+		tenant text COLLATE "C" NOT NULL,
+		session_id text COLLATE "C" NOT NULL,
+		PRIMARY KEY (tenant, session_id)
+	);`,
+	// 5: each session's last window layout, so that the node that builds
+	// its next window extends the same one (memory's window_shared.go).
+	// UNLOGGED: a hint for the provider's prompt cache, which a crash
+	// that empties it costs one window built afresh a session.
+	`CREATE UNLOGGED TABLE window_layouts (
+		tenant text COLLATE "C" NOT NULL,
+		session_id text COLLATE "C" NOT NULL,
+		body bytea NOT NULL,
+		PRIMARY KEY (tenant, session_id)
+	);`,
+	// 6: the event log (compactions, drops, recoveries...), which every
+	// node writes and any reads back: a node's own files showed a client
+	// only the events of the node it happened to ask. UNLOGGED, as the
+	// embedded log's lines are not fsynced: they explain, nothing is
+	// rebuilt from them. The newest KeepEvents of a stream are kept.
+	`CREATE UNLOGGED TABLE events (
+		tenant text COLLATE "C" NOT NULL,
+		stream text COLLATE "C" NOT NULL,
+		id bigint GENERATED ALWAYS AS IDENTITY,
+		body bytea NOT NULL,
+		PRIMARY KEY (tenant, stream, id)
+	);
+	CREATE INDEX events_by_stream ON events (stream, id);`,
 }
 
 // SchemaVersion is the schema version this binary writes.

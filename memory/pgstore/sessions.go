@@ -96,8 +96,8 @@ func (s *Store) UpdateSession(ctx context.Context, tenant, id string, create fun
 	return sess, nil
 }
 
-// DeleteSession removes a session with its messages, client ids and
-// idempotency keys, and logs one change.
+// DeleteSession removes a session with its messages, client ids,
+// idempotency keys and window layout, and logs one change.
 func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 	return s.loggedTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE tenant = $1 AND id = $2`, tenant, id)
@@ -107,7 +107,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 		if tag.RowsAffected() == 0 {
 			return memory.Errorf(memory.ENOTFOUND, "session %q not found", id)
 		}
-		for _, table := range []string{"messages", "client_ids", "write_keys"} {
+		for _, table := range []string{"messages", "client_ids", "write_keys", "window_layouts"} {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE tenant = $1 AND session_id = $2`, tenant, id); err != nil {
 				return err
 			}

@@ -59,6 +59,7 @@ type Options struct {
 // Store is a memory.Store on PostgreSQL.
 type Store struct {
 	pool    *pgxpool.Pool
+	locks   *pgxpool.Pool // LockSession's connections (locks.go)
 	keep    uint64
 	numbers numbers
 }
@@ -94,9 +95,17 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, dbErr(err)
 	}
-	s := &Store{pool: pool, keep: opts.KeepChanges}
-	if err := pool.Ping(ctx); err != nil {
+	// Its own pool, dialled when a lock is first taken: a call holding a
+	// lock's connection needs others for its writes, and with one pool
+	// enough calls at once would hold every connection and wait for ever.
+	locks, err := pgxpool.NewWithConfig(ctx, cfg.Copy())
+	if err != nil {
 		pool.Close()
+		return nil, dbErr(err)
+	}
+	s := &Store{pool: pool, locks: locks, keep: opts.KeepChanges}
+	if err := pool.Ping(ctx); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("connect to %s: %w", redact(cfg), dbErr(err))
 	}
 	if opts.NoMigrate {
@@ -105,7 +114,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		_, err = s.Migrate(ctx)
 	}
 	if err != nil {
-		pool.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -119,6 +128,7 @@ func redact(cfg *pgxpool.Config) string {
 // Close closes the connections.
 func (s *Store) Close() error {
 	s.pool.Close()
+	s.locks.Close()
 	return nil
 }
 

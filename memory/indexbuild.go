@@ -1,0 +1,222 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A new node on a shared store (PostgreSQL) starts with an empty index and
+// a store of, say, 100,000 messages. Replaying the change feed into it took
+// 188 s before the node answered; the time is Bleve's (about 30 s of CPU
+// at 100,000 messages, however the documents come: reading them all from
+// the database takes 2.5 s), so on a busy machine no batching makes the
+// wait short. The node answers instead as soon as its vectors are loaded,
+// and builds its index in the background, session by session, from the
+// sessions' messages as they are then (not from the feed):
+//
+//   - a request that searches one session (the window's searches, a search
+//     naming up to scopedSearchSessions sessions) first indexes those
+//     sessions if the build has not reached them, then catches up from the
+//     feed as any read does: its answer holds every acknowledged message;
+//   - a search across the tenant's sessions answers 503 with Retry-After
+//     until the build is done: it cannot be complete before.
+//
+// The build reads a session and applies it under the indexer's lock, the
+// same lock the feed's replay takes, so a document always comes from a
+// read later than any other applied before it: the index never goes back
+// to an older state of a message. The feed's position is taken before the
+// build reads anything; every change after it is replayed, so a message
+// the build read before its change is indexed again after.
+//
+// While the build runs the index's persisted watermark stays 0: a node
+// stopped mid-build starts again as a node whose index lags from the
+// first change (it replays the feed, or rebuilds when the feed no longer
+// reaches back), never as one that holds what it has not built. Nothing
+// trims the feed past a watermark of 0 either.
+
+// buildBatch is how many messages one step of the build reads and indexes
+// while it holds the indexer's lock (a request's own session waits at most
+// one step). A variable so that tests can take smaller steps.
+var buildBatch = ChangeBatch
+
+// beforeBuildStep runs before each step of the background build; tests
+// hold the build there.
+var beforeBuildStep = func() {}
+
+// buildState is the background build's progress. Its fields are guarded by
+// the indexer's mu; building is also read without it.
+type buildState struct {
+	built    map[sessionKey]bool // sessions whose every message is indexed
+	sessions []sessionKey        // the sessions to build, in order
+	next     int                 // sessions[next] is the one being built
+	after    uint64              // its messages up to this seq are indexed
+}
+
+// persistedWM is the watermark written with a batch: 0 while the build
+// runs (see above).
+func (ix *indexer) persistedWM(seq uint64) uint64 {
+	if ix.building.Load() {
+		return 0
+	}
+	return seq
+}
+
+// fresh reports whether the index is new (nothing applied, no documents)
+// while the store holds changes: the case the background build serves.
+func (ix *indexer) fresh(wm, last uint64) (bool, error) {
+	if !ix.background || wm != 0 || last == 0 {
+		return false, nil
+	}
+	docs, _, err := ix.index.Count()
+	if err != nil {
+		return false, fmt.Errorf("count index documents: %w", err)
+	}
+	return docs == 0, nil
+}
+
+// startBuild makes the index answer from change last on, with the
+// build to come: sessions are indexed by build or on demand.
+func (ix *indexer) startBuild(ctx context.Context, last uint64) error {
+	var b buildState
+	var total int64
+	err := VisitSessions(ctx, ix.store, func(s *Session) error {
+		b.sessions = append(b.sessions, sessionKey{s.Tenant, s.ID})
+		c := s.Counts
+		total += int64(c.Active + c.Summarized + c.Dropped + c.Recovered)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list sessions to index: %w", err)
+	}
+	b.built = make(map[sessionKey]bool, len(b.sessions))
+	ix.mu.Lock()
+	ix.build = &b
+	ix.buildIndexed.Store(0)
+	ix.buildTotal.Store(total)
+	ix.building.Store(true)
+	ix.watermark.Store(last)
+	ix.mu.Unlock()
+	ix.log.Info("answering while the index is built in the background", "sessions", len(b.sessions), "messages", total, "from_change", last)
+	return nil
+}
+
+// runBuild builds the index in the background until it is whole; a
+// failing step (the database restarting) is retried.
+func (s *Service) runBuild(ctx context.Context) {
+	ix := s.ix
+	start := time.Now()
+	for {
+		beforeBuildStep()
+		done, err := ix.buildStep(ctx)
+		if err == nil && done {
+			ix.log.Info("index built", "messages", ix.buildIndexed.Load(), "took", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if err != nil {
+			ix.log.Error("index build step failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(DefaultMaintainInterval):
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// buildStep indexes up to buildBatch messages of the sessions not yet
+// built, and ends the build after the last: its final batch writes the
+// watermark.
+func (ix *indexer) buildStep(ctx context.Context) (bool, error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	b := ix.build
+	if b == nil {
+		return true, nil
+	}
+	var batch []*Message
+	var finished []sessionKey
+	for len(batch) < buildBatch && b.next < len(b.sessions) {
+		k := b.sessions[b.next]
+		if b.built[k] {
+			b.next, b.after = b.next+1, 0
+			continue
+		}
+		want := buildBatch - len(batch)
+		msgs, err := ix.store.Messages(ctx, k.Tenant, k.ID, MessageQuery{AfterSeq: b.after, Limit: want, Vectors: true})
+		if err != nil && ErrorCode(err) != ENOTFOUND { // deleted since: the feed deletes it
+			return false, fmt.Errorf("read session %s to index: %w", k.ID, err)
+		}
+		batch = append(batch, msgs...)
+		if len(msgs) < want {
+			finished = append(finished, k)
+			b.next, b.after = b.next+1, 0
+		} else {
+			b.after = msgs[len(msgs)-1].Seq
+		}
+	}
+	last := b.next >= len(b.sessions)
+	wm := uint64(0)
+	if last {
+		wm = ix.watermark.Load()
+	}
+	if err := ix.index.Apply(ctx, IndexBatch{Upserts: batch, Watermark: wm}); err != nil {
+		return false, fmt.Errorf("index %d messages: %w", len(batch), err)
+	}
+	for _, k := range finished {
+		b.built[k] = true
+	}
+	n := ix.buildIndexed.Add(int64(len(batch)))
+	if last {
+		ix.building.Store(false)
+		ix.build = nil
+		return true, nil
+	}
+	if n/10_000 != (n-int64(len(batch)))/10_000 {
+		ix.log.Info("building index", "indexed", n, "of", ix.buildTotal.Load())
+	}
+	return false, nil
+}
+
+// buildSessions indexes the named sessions of tenant the build has not
+// reached. Callers hold mu.
+func (ix *indexer) buildSessions(ctx context.Context, tenant string, ids []string) error {
+	b := ix.build
+	if b == nil {
+		return nil
+	}
+	for _, id := range ids {
+		k := sessionKey{tenant, id}
+		if b.built[k] {
+			continue
+		}
+		var after uint64
+		for {
+			msgs, err := ix.store.Messages(ctx, tenant, id, MessageQuery{AfterSeq: after, Limit: ChangeBatch, Vectors: true})
+			if ErrorCode(err) == ENOTFOUND {
+				break // a new session: the feed holds all of it
+			}
+			if err != nil {
+				return fmt.Errorf("read session %s to index: %w", id, err)
+			}
+			if err := ix.index.Apply(ctx, IndexBatch{Upserts: msgs, Watermark: 0}); err != nil {
+				return fmt.Errorf("index session %s: %w", id, err)
+			}
+			ix.buildIndexed.Add(int64(len(msgs)))
+			if len(msgs) < ChangeBatch {
+				break
+			}
+			after = msgs[len(msgs)-1].Seq
+		}
+		b.built[k] = true
+	}
+	return nil
+}
+
+// buildProgress says how far the build is, for a refusal's message.
+func (ix *indexer) buildProgress() string {
+	return fmt.Sprintf("%d of %d messages", ix.buildIndexed.Load(), ix.buildTotal.Load())
+}
