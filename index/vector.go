@@ -2,6 +2,7 @@ package index
 
 import (
 	"cmp"
+	"container/list"
 	"context"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ctxd/ctxd/internal/simd"
 	"github.com/ctxd/ctxd/memory"
+	"github.com/philippgille/chromem-go"
 )
 
 // The vector side is in memory, rebuilt from the store at start
@@ -44,8 +46,9 @@ import (
 // the few rows a query rescores, bit for bit the vector the message had. A
 // vector that is not such a product (another store's float32) keeps its
 // float32 row beside. At 1M 100-d messages that is ~250 B a row where a
-// float32 row, its int8 copy and chromem-go's copy of each document (which
-// once answered single-session queries) were ~1.5 kB.
+// float32 row, its int8 copy and chromem-go's copy of each document were
+// ~1.5 kB: chromem-go now holds only the sessions searched most recently
+// (hot.go), not every session.
 
 // collKey names a collection: one per tenant and session, so that a
 // single-session search scans only that session.
@@ -71,6 +74,25 @@ type collection struct {
 	sums   []bool  // a summary
 	row    map[string]int
 	tmp    []float32 // put's scratch, under mu
+
+	// cc answers one-session queries while the session is hot (hot.go);
+	// nil otherwise. Under mu.
+	cc *chromem.Collection
+	// hot is c's place in the hot sessions' order, key its name there;
+	// both under hotSessions.mu.
+	hot *list.Element
+	key collKey
+}
+
+// hotPut gives c's chromem-go collection, when c is hot, row i as the scan
+// scores it. c.mu must be held.
+func (c *collection) hotPut(i int) {
+	if c.cc == nil {
+		return
+	}
+	if err := addRow(c.cc, c.ids[i], c.exact(i, make([]float32, c.dim))); err != nil {
+		panic(err) // only for an empty id or vector, both excluded before a row is made
+	}
 }
 
 func (c *collection) len() int {
@@ -118,6 +140,7 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 		c.rebuild(codes, s, row)
 		c.src[i] = s
 		c.scales[i], c.l1s[i] = float32(float64(s)*normFactor(vec)), l1(row)
+		c.hotPut(i)
 		return
 	}
 	row := slices.Clone(vec)
@@ -128,6 +151,7 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 	c.floats[m.ID] = row
 	c.src[i] = -1
 	c.scales[i], c.l1s[i] = quantizeRow(row, codes)
+	c.hotPut(i)
 }
 
 // int8Rows off keeps every row as float32 (a test's reference).
@@ -160,6 +184,11 @@ func (c *collection) remove(id string) {
 	if !ok {
 		return
 	}
+	if c.cc != nil {
+		if err := c.cc.Delete(context.Background(), nil, nil, id); err != nil {
+			panic(fmt.Sprintf("chromem-go delete %s: %v", id, err)) // in memory: fails only for no id
+		}
+	}
 	last := len(c.ids) - 1
 	if i != last {
 		c.ids[i] = c.ids[last]
@@ -183,10 +212,11 @@ type vectors struct {
 	mu       sync.RWMutex
 	byTenant map[string]map[string]*collection // tenant -> session -> collection
 	dim      int                               // length of every vector; 0 until the first
+	hot      *hotSessions                      // under mu (replaced by reset)
 }
 
 func newVectors() *vectors {
-	return &vectors{byTenant: map[string]map[string]*collection{}}
+	return &vectors{byTenant: map[string]map[string]*collection{}, hot: newHotSessions(defaultHotSessions)}
 }
 
 // get returns the collection of k, creating it if create is set.
@@ -286,12 +316,16 @@ func (v *vectors) reset() {
 	defer v.mu.Unlock()
 	v.byTenant = map[string]map[string]*collection{}
 	v.dim = 0
+	v.hot = newHotSessions(v.hot.max)
 }
 
 func (v *vectors) dropSession(k collKey) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	sessions := v.byTenant[k.tenant]
+	if c := sessions[k.session]; c != nil {
+		v.hot.forget(c)
+	}
 	delete(sessions, k.session)
 	if len(sessions) == 0 {
 		delete(v.byTenant, k.tenant)
@@ -358,7 +392,7 @@ func (v *vectors) collections(tenant string, sessions []string) ([]*collection, 
 // collections at a time.
 func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, parallel int) ([]vectorCandidate, error) {
 	v.mu.RLock()
-	dim := v.dim
+	dim, hot := v.dim, v.hot
 	v.mu.RUnlock()
 	if dim == 0 {
 		return nil, nil
@@ -374,6 +408,13 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 	// kept int8 rows, and its sums (one float32 at a time, in order) are
 	// kept, so that fused rankings stay as they were to the last bit.
 	inOrder := len(cs) == 1 && f == nil
+	if inOrder {
+		out, err := hot.query(ctx, cs[0], collKey{q.Tenant, sessions[0]}, qv, n)
+		if err != errNotHot {
+			slices.SortFunc(out, byScoreThenID)
+			return out[:min(n, len(out))], err
+		}
+	}
 
 	// Each worker keeps its own best n across the collections it scans; the
 	// workers' bests are merged at the end. Per-collection result lists cost
@@ -416,13 +457,16 @@ func (v *vectors) search(ctx context.Context, q *memory.SearchQuery, n int, para
 	for _, t := range tops {
 		out = append(out, t...)
 	}
-	slices.SortFunc(out, func(a, b vectorCandidate) int {
-		if a.score != b.score {
-			return cmp.Compare(b.score, a.score)
-		}
-		return strings.Compare(a.id, b.id)
-	})
+	slices.SortFunc(out, byScoreThenID)
 	return out[:min(n, len(out))], nil
+}
+
+// byScoreThenID orders candidates best first, ties by id.
+func byScoreThenID(a, b vectorCandidate) int {
+	if a.score != b.score {
+		return cmp.Compare(b.score, a.score)
+	}
+	return strings.Compare(a.id, b.id)
 }
 
 // scanBuf is a scan worker's scratch space, grown as needed.
