@@ -206,7 +206,7 @@ figures: build-bench
 		case "$${v#*=}" in $(SAMPLE_DIR)/*) echo "make figures: $${v%%=*} is the synthetic sample; set it to the evaluation data (see the README)" >&2; exit 2;; esac; \
 		[ -f "$${v#*=}" ] || { echo "make figures: $${v%%=*}: $${v#*=} does not exist; set $${v%%=*} (see the README, Evaluation and benchmarks)" >&2; exit 2; }; \
 	done
-	$(BENCH_BIN) figures --ctxd $(BIN) --messages 100000 --sessions 100 --clients 50 --duration 60s \
+	BENCH_DATA=$(BENCH_DATA) $(BENCH_BIN) figures --ctxd $(BIN) --messages 100000 --sessions 100 --clients 50 --duration 60s \
 		--turns $(BENCH_DIR)/turns.jsonl --questions $(BENCH_DIR)/questions.jsonl --floor $(BENCH_README) \
 		--agent-runs $(AGENT_RUNS)
 

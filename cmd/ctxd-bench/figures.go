@@ -159,9 +159,21 @@ func figuresCommandLine(cmd *cobra.Command) string {
 			}
 			return
 		}
-		parts = append(parts, "--"+f.Name+"="+shellQuote(f.Value.String()))
+		parts = append(parts, "--"+f.Name+"="+benchDataPath(f.Value.String(), os.Getenv("BENCH_DATA")))
 	})
 	return strings.Join(parts, " ")
+}
+
+// benchDataPath quotes a flag's value for the header, with the evaluation
+// data's directory (BENCH_DATA, as make figures passes it) written as
+// $BENCH_DATA: where the data sits on the measuring machine is not part of
+// the figures, and the data does not ship with the repository.
+func benchDataPath(v, dataDir string) string {
+	dataDir = strings.TrimSuffix(dataDir, "/")
+	if dataDir != "" && strings.HasPrefix(v, dataDir+"/") {
+		return "$BENCH_DATA/" + shellQuote(strings.TrimPrefix(v, dataDir+"/"))
+	}
+	return shellQuote(v)
 }
 
 func shellQuote(s string) string {

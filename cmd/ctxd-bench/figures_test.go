@@ -437,3 +437,20 @@ func TestFiguresHeaderLoadAverage(t *testing.T) {
 		t.Errorf("loadAvg of a missing file = %q, want unknown", got)
 	}
 }
+
+// The header names the evaluation data by $BENCH_DATA, not by where it
+// sits on the measuring machine.
+func TestFiguresCommandNamesBenchData(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ v, dir, want string }{
+		{"../shared/bench/agent-dev/runs.jsonl", "../shared/bench", "$BENCH_DATA/agent-dev/runs.jsonl"},
+		{"/data/bench/README.md", "/data/bench/", "$BENCH_DATA/README.md"},
+		{"/data/benchmark/README.md", "/data/bench", "/data/benchmark/README.md"},
+		{"bin/ctxd", "", "bin/ctxd"},
+		{"it's", "", `'it'\''s'`},
+	} {
+		if got := benchDataPath(c.v, c.dir); got != c.want {
+			t.Errorf("benchDataPath(%q, %q) = %q, want %q", c.v, c.dir, got, c.want)
+		}
+	}
+}
