@@ -95,7 +95,14 @@ func TestSummarizerTimesMethodsAndFallbacks(t *testing.T) {
 		t.Fatalf("summary: note %q, err %v", s.Note, err)
 	}
 	failing.Store(true)
-	if s, err := summ.Summarize(context.Background(), req); err != nil || s.Note == "" {
+	// Other texts: the embedder keeps the vectors of texts it embedded
+	// recently, so the same request would not reach the failing endpoint.
+	down := req
+	down.Messages = []*memory.Message{
+		{ID: "d", Role: memory.RoleUser, Content: "The release checklist is in docs/release.md and needs two approvals."},
+		{ID: "e", Role: memory.RoleAssistant, Content: "I will follow docs/release.md and ask for both approvals first."},
+	}
+	if s, err := summ.Summarize(context.Background(), down); err != nil || s.Note == "" {
 		t.Fatalf("summary with the embedder down: note %q, err %v; want a fallback note", s.Note, err)
 	}
 	bad := req
