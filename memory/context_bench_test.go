@@ -3,7 +3,6 @@ package memory_test
 import (
 	"context"
 	"fmt"
-	"math/rand"
 	"slices"
 	"strings"
 	"syscall"
@@ -36,7 +35,7 @@ func BenchmarkContextBySessionLength(b *testing.B) {
 		if _, err := h.PutSession(ctx, id, memory.SessionUpdate{ContextWindow: &window}); err != nil {
 			b.Fatal(err)
 		}
-		corpus[n] = chatCorpus(n, int64(n))
+		corpus[n] = memorytest.ZipfCorpus(n, int64(n))
 		for i := 0; i < n; i += 100 {
 			var batch []*memory.Message
 			for j := i; j < i+100; j++ {
@@ -85,34 +84,6 @@ func BenchmarkContextBySessionLength(b *testing.B) {
 	}
 	b.ReportMetric(med(wall[10_000])/med(wall[1_000]), "p50-ratio")
 	b.ReportMetric(float64(cpu[10_000])/float64(cpu[1_000]), "cpu-ratio")
-}
-
-// chatCorpus makes n chat turns of 15-60 words drawn Zipf-like from a
-// vocabulary of 5,000 pseudo-words, with an id now and then: term
-// frequencies like a real conversation's.
-func chatCorpus(n int, seed int64) []string {
-	r := rand.New(rand.NewSource(seed))
-	vocab := make([]string, 5000)
-	for i := range vocab {
-		w := make([]byte, 3+r.Intn(7))
-		for j := range w {
-			w[j] = byte('a' + r.Intn(26))
-		}
-		vocab[i] = string(w)
-	}
-	z := rand.NewZipf(r, 1.1, 2, uint64(len(vocab)-1))
-	out := make([]string, n)
-	for i := range out {
-		words := make([]string, 15+r.Intn(46))
-		for j := range words {
-			words[j] = vocab[z.Uint64()]
-		}
-		if r.Intn(5) == 0 {
-			words = append(words, fmt.Sprintf("PROJ-%d", r.Intn(n)))
-		}
-		out[i] = strings.Join(words, " ")
-	}
-	return out
 }
 
 // processCPU is the user and system CPU time this process has used.

@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/ctxd/ctxd/internal/memorytest"
 )
 
 // BenchmarkCompact100kTokens compacts a session whose window holds ~100k
@@ -11,7 +13,7 @@ import (
 //	go test -run '^$' -bench Compact100kTokens -benchtime 3x ./cmd/ctxd/
 func BenchmarkCompact100kTokens(b *testing.B) {
 	ts := startServer(b, b.TempDir())
-	corpus := zipfCorpus(2000, 2)
+	corpus := memorytest.ZipfCorpus(2000, 2)
 	var took, before, after float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()

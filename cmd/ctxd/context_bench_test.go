@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math/rand"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxd/ctxd/internal/memorytest"
 )
 
 // BenchmarkContext10kCold measures the context call on a session holding
@@ -22,7 +23,7 @@ func BenchmarkContext10kCold(b *testing.B) {
 	ts := startServer(b, b.TempDir())
 	ts.mustDo(200, "PUT", "/v1/sessions/big", map[string]any{"context_window": 1_000_000})
 	const total = 10_000
-	corpus := zipfCorpus(total, 1)
+	corpus := memorytest.ZipfCorpus(total, 1)
 	for i := 0; i < total; i += 100 {
 		var batch []map[string]any
 		for j := i; j < i+100; j++ {
@@ -81,7 +82,7 @@ func BenchmarkContext100kIn1kSessions(b *testing.B) {
 	}
 	ts := startServer(b, b.TempDir())
 	const sessions, per = 100, 1000
-	corpus := zipfCorpus(sessions*per, 2)
+	corpus := memorytest.ZipfCorpus(sessions*per, 2)
 	for s := 0; s < sessions; s++ {
 		id := fmt.Sprintf("s%03d", s)
 		ts.mustDo(200, "PUT", "/v1/sessions/"+id, map[string]any{"context_window": 1_000_000})
@@ -142,32 +143,4 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// zipfCorpus makes n chat turns of 15-60 words drawn Zipf-like from a
-// vocabulary of 5,000 pseudo-words, with an id now and then: term
-// frequencies like a real conversation's, so full-text costs are realistic.
-func zipfCorpus(n int, seed int64) []string {
-	r := rand.New(rand.NewSource(seed))
-	vocab := make([]string, 5000)
-	for i := range vocab {
-		b := make([]byte, 3+r.Intn(7))
-		for j := range b {
-			b[j] = byte('a' + r.Intn(26))
-		}
-		vocab[i] = string(b)
-	}
-	z := rand.NewZipf(r, 1.1, 2, uint64(len(vocab)-1))
-	out := make([]string, n)
-	for i := range out {
-		words := make([]string, 15+r.Intn(46))
-		for j := range words {
-			words[j] = vocab[z.Uint64()]
-		}
-		if r.Intn(5) == 0 {
-			words = append(words, fmt.Sprintf("PROJ-%d", r.Intn(n)))
-		}
-		out[i] = strings.Join(words, " ")
-	}
-	return out
 }
