@@ -91,3 +91,50 @@ func TestSearchNeighbourTurnsRank(t *testing.T) {
 		t.Errorf("the answer is not second, brought up by its question: %v", got)
 	}
 }
+
+// A question that names one of a conversation's speakers ranks that
+// speaker's answer above the other speaker's turn that shares more of its
+// words, names included.
+func TestSearchNamedAuthorFirst(t *testing.T) {
+	ctx := context.Background()
+	h := memorytest.Open(t)
+	turn := func(name, text string) *memory.Message {
+		role := memory.RoleUser
+		if name == "Bruno" {
+			role = memory.RoleAssistant
+		}
+		return &memory.Message{Role: role, Name: name, Content: text}
+	}
+	msgs := []*memory.Message{
+		turn("Alma", "Morning! The bus was late again today."),
+		turn("Bruno", "Alma, you mentioned the garden: do you grow anything in the garden this year, Alma?"),
+		turn("Alma", "Not sure yet, the weather has been odd."),
+		turn("Bruno", "My brother moved to Lisbon last month."),
+		turn("Alma", "I grow tomatoes and basil in the garden."),
+		turn("Bruno", "The football match ran late yesterday."),
+		turn("Alma", "I finished the novel about the lighthouse."),
+		turn("Bruno", "We should meet for lunch next week."),
+	}
+	if _, err := h.Append(ctx, "chat", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Search(ctx, memory.SearchRequest{Query: "What does Alma grow in her garden?", Sessions: []string{"chat"}, K: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res {
+		got = append(got, fmt.Sprintf("%s %q %.2f (x%.1f)", r.Name, r.Content, r.Score, r.AuthorWeight))
+	}
+	if len(res) < 2 || res[0].Content != "I grow tomatoes and basil in the garden." || res[0].AuthorWeight != 1 {
+		t.Fatalf("Alma's answer is not first: %v", got)
+	}
+	for _, r := range res {
+		if want := map[string]float64{"Alma": 1, "Bruno": 0.5}[r.Name]; r.AuthorWeight != want {
+			t.Errorf("%s's result has author weight %v, want %v", r.Name, r.AuthorWeight, want)
+		}
+	}
+}

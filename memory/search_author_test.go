@@ -1,0 +1,45 @@
+package memory
+
+import "testing"
+
+// A query that names some of the pool's authors halves the score of the
+// others' results; one that names none of them, or all, changes nothing.
+// Names match as whole words in a row, in any case, possessive or not.
+func TestWeighAuthors(t *testing.T) {
+	pool := func() []SearchResult {
+		return []SearchResult{
+			{Message: &Message{ID: "a", Name: "Ana Lima"}, Score: 1},
+			{Message: &Message{ID: "b", Name: "bob"}, Score: 0.8},
+			{Message: &Message{ID: "c", Name: "Cleo"}, Score: 0.6},
+			{Message: &Message{ID: "tool"}, Score: 0.4}, // no author: never named
+		}
+	}
+	for _, c := range []struct {
+		query string
+		named []string // authors whose results keep their score
+	}{
+		{"What does Bob cook?", []string{"bob"}},
+		{"what did ana lima's team ship", []string{"Ana Lima"}},
+		{"Did Bob and Cleo meet Ana Lima?", nil}, // every author: no weight
+		{"What did Ana say?", nil},               // part of a name
+		{"Bobby tables", nil},                    // a longer word
+		{"who was at the party", nil},
+		{"Which trips did Cleo and Bob take?", []string{"bob", "Cleo"}},
+	} {
+		res := pool()
+		weighAuthors(res, c.query)
+		keep := map[string]bool{}
+		for _, n := range c.named {
+			keep[n] = true
+		}
+		for i, r := range res {
+			want, weight := pool()[i].Score, 1.0
+			if c.named != nil && !keep[r.Name] {
+				want, weight = want*otherAuthorWeight, otherAuthorWeight
+			}
+			if r.Score != want || r.AuthorWeight != weight {
+				t.Errorf("%q: %s scored %v (weight %v), want %v (%v)", c.query, r.ID, r.Score, r.AuthorWeight, want, weight)
+			}
+		}
+	}
+}
