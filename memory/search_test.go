@@ -133,7 +133,7 @@ func TestSearchNamedAuthorFirst(t *testing.T) {
 		t.Fatalf("Alma's answer is not first: %v", got)
 	}
 	for _, r := range res {
-		if want := map[string]float64{"Alma": 1, "Bruno": 0.5}[r.Name]; r.AuthorWeight != want {
+		if want := map[string]float64{"Alma": 1, "Bruno": 0.6}[r.Name]; r.AuthorWeight != want {
 			t.Errorf("%s's result has author weight %v, want %v", r.Name, r.AuthorWeight, want)
 		}
 	}
