@@ -31,14 +31,16 @@ import (
 // R@20 86.4 -> 85.5).
 const otherAuthorWeight = 0.6
 
-// weighAuthors multiplies the score of each result of res that the query
-// does not name the author of by otherAuthorWeight, when the query names
-// one of res's authors (see above), and records the weight on the result.
+// weighAuthors multiplies by otherAuthorWeight the score of each result of
+// res whose author the query does not name, when it names one of res's
+// authors (see above), and records the weight on the result. A message
+// without a name (a tool's output, an agent's turn) has no author to
+// weigh: it keeps its score.
 func weighAuthors(res []SearchResult, query string) {
 	named := namedAuthors(res, query)
 	for i := range res {
 		res[i].AuthorWeight = 1
-		if named != nil && !named[res[i].Name] {
+		if named != nil && res[i].Name != "" && !named[res[i].Name] {
 			res[i].AuthorWeight = otherAuthorWeight
 			res[i].Score *= otherAuthorWeight
 		}

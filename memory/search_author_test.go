@@ -2,8 +2,9 @@ package memory
 
 import "testing"
 
-// A query that names some of the pool's authors halves the score of the
-// others' results; one that names none of them, or all, changes nothing.
+// A query that names some of the pool's authors weighs the score of the
+// other authors' results down; one that names none of them, or all,
+// changes nothing, and a result without an author keeps its score.
 // Names match as whole words in a row, in any case, possessive or not.
 func TestWeighAuthors(t *testing.T) {
 	pool := func() []SearchResult {
@@ -11,7 +12,7 @@ func TestWeighAuthors(t *testing.T) {
 			{Message: &Message{ID: "a", Name: "Ana Lima"}, Score: 1},
 			{Message: &Message{ID: "b", Name: "bob"}, Score: 0.8},
 			{Message: &Message{ID: "c", Name: "Cleo"}, Score: 0.6},
-			{Message: &Message{ID: "tool"}, Score: 0.4}, // no author: never named
+			{Message: &Message{ID: "tool"}, Score: 0.4}, // no author: never weighed
 		}
 	}
 	for _, c := range []struct {
@@ -34,7 +35,7 @@ func TestWeighAuthors(t *testing.T) {
 		}
 		for i, r := range res {
 			want, weight := pool()[i].Score, 1.0
-			if c.named != nil && !keep[r.Name] {
+			if c.named != nil && r.Name != "" && !keep[r.Name] {
 				want, weight = want*otherAuthorWeight, otherAuthorWeight
 			}
 			if r.Score != want || r.AuthorWeight != weight {
