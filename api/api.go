@@ -144,9 +144,9 @@ type SearchResult struct {
 // score normalised over its candidates (0: that side did not find it),
 // fused into the index's score, what the turns next to it in the session
 // added, and the author weight: 0.6 when the query names another of the
-// results' authors and not this one's, else 1 (also
-// for a message without a name) (searches of a few sessions;
-// score is (the fused score + neighbor) * author).
+// results' authors and not this one's, else 1, also for a message without
+// a name (searches of a few sessions; score is (the fused score +
+// neighbor) * author).
 type ScoreParts struct {
 	Text     float64 `json:"text"`
 	Vector   float64 `json:"vector"`
