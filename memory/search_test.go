@@ -60,8 +60,6 @@ func TestSearchUnknownWordsIgnoreEmptyMessages(t *testing.T) {
 // the answer to a matched question ranks above turns that share a word of
 // it, and says so in NeighborScore.
 func TestSearchNeighbourTurnsRank(t *testing.T) {
-	ctx := context.Background()
-	h := memorytest.Open(t)
 	turn := func(role memory.Role, text string) *memory.Message { return &memory.Message{Role: role, Content: text} }
 	msgs := []*memory.Message{
 		turn(memory.RoleUser, "This week was long, the garden needed water every day."),
@@ -73,16 +71,7 @@ func TestSearchNeighbourTurnsRank(t *testing.T) {
 		turn(memory.RoleUser, "The rotation of the tyres is due this month."),
 		turn(memory.RoleAssistant, "Book the garage early."),
 	}
-	if _, err := h.Append(ctx, "chat", msgs); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res, err := h.Search(ctx, memory.SearchRequest{Query: "who is on call for the rotation this week", Sessions: []string{"chat"}, K: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := searchChat(t, msgs, "who is on call for the rotation this week", 3)
 	var got []string
 	for _, r := range res {
 		got = append(got, fmt.Sprintf("%q %.2f (+%.2f)", r.Content, r.Score, r.NeighborScore))
@@ -96,8 +85,6 @@ func TestSearchNeighbourTurnsRank(t *testing.T) {
 // speaker's answer above the other speaker's turn that shares more of its
 // words, names included.
 func TestSearchNamedAuthorFirst(t *testing.T) {
-	ctx := context.Background()
-	h := memorytest.Open(t)
 	turn := func(name, text string) *memory.Message {
 		role := memory.RoleUser
 		if name == "Bruno" {
@@ -115,16 +102,7 @@ func TestSearchNamedAuthorFirst(t *testing.T) {
 		turn("Alma", "I finished the novel about the lighthouse."),
 		turn("Bruno", "We should meet for lunch next week."),
 	}
-	if _, err := h.Append(ctx, "chat", msgs); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res, err := h.Search(ctx, memory.SearchRequest{Query: "What does Alma grow in her garden?", Sessions: []string{"chat"}, K: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := searchChat(t, msgs, "What does Alma grow in her garden?", 3)
 	var got []string
 	for _, r := range res {
 		got = append(got, fmt.Sprintf("%s %q %.2f (x%.1f)", r.Name, r.Content, r.Score, r.AuthorWeight))
@@ -137,4 +115,23 @@ func TestSearchNamedAuthorFirst(t *testing.T) {
 			t.Errorf("%s's result has author weight %v, want %v", r.Name, r.AuthorWeight, want)
 		}
 	}
+}
+
+// searchChat stores msgs as session "chat" of a new service and answers a
+// hybrid search of it for query.
+func searchChat(t *testing.T, msgs []*memory.Message, query string, k int) []memory.SearchResult {
+	t.Helper()
+	ctx := context.Background()
+	h := memorytest.Open(t)
+	if _, err := h.Append(ctx, "chat", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Search(ctx, memory.SearchRequest{Query: query, Sessions: []string{"chat"}, K: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
