@@ -6,11 +6,10 @@ import (
 )
 
 // A question that names one of a conversation's authors is mostly answered
-// by what that author wrote: "What does Melanie do to destress?" by
-// Melanie's "I've been running farther to de-stress", not by the other
-// speaker's "Thanks, Melanie!". On LoCoMo dev, of the evidence turns of
-// questions naming exactly one of the two speakers, 250 of 259 are that
-// speaker's. The name clause of the text side (index.DefaultNameBoost) adds
+// by what that author wrote: "What does Alma grow?" by Alma's "I grow
+// tomatoes", not by the other speaker's "Alma, do you grow anything?". On
+// LoCoMo dev, of the evidence turns of questions naming exactly one of the
+// two speakers, 250 of 259 are that speaker's. The name clause of the text side (index.DefaultNameBoost) adds
 // too little to say so: a name every other turn carries has a low idf, and
 // on the vector side (EmbedText puts the name first) it is one word of many.
 //
