@@ -9,9 +9,10 @@ import (
 // by what that author wrote: "What does Alma grow?" by Alma's "I grow
 // tomatoes", not by the other speaker's "Alma, do you grow anything?". On
 // LoCoMo dev, of the evidence turns of questions naming exactly one of the
-// two speakers, 250 of 259 are that speaker's. The name clause of the text side (index.DefaultNameBoost) adds
-// too little to say so: a name every other turn carries has a low idf, and
-// on the vector side (EmbedText puts the name first) it is one word of many.
+// two speakers, 250 of 259 are that speaker's. The name clause of the text
+// side (index.DefaultNameBoost) adds too little to say so: a name every
+// other turn carries has a low idf, and on the vector side (EmbedText puts
+// the name first) it is one word of many.
 //
 // So in a search's pool (see neighbourPool), when the query names some of
 // the pool's authors and not all of them, a result by another author keeps
