@@ -32,10 +32,13 @@ type SearchResult struct {
 	// Via is "next_turn" for a result brought along by Neighbors.
 	Via string
 	// NeighborScore is what the result's neighbouring turns added to Score
-	// (see neighbourWeight), and AuthorWeight what Score was then
-	// multiplied by (see otherAuthorWeight; 1 when nothing was): Score is
-	// (the index's fused score + NeighborScore) * AuthorWeight.
+	// (see neighbourWeight), WhenScore what stating a time added for a
+	// question that asks when (see whenBonus), and AuthorWeight what Score
+	// was then multiplied by (see otherAuthorWeight; 1 when nothing was):
+	// Score is (the index's fused score + NeighborScore + WhenScore) *
+	// AuthorWeight.
 	NeighborScore float64
+	WhenScore     float64
 	AuthorWeight  float64
 }
 

@@ -45,10 +45,11 @@ type seqKey struct {
 }
 
 // rankPool re-ranks the pool res of a search for query: each result gains
-// its NeighborScore, then the author weight (see weighAuthors); it keeps the
-// best k.
+// its NeighborScore and WhenScore (see addWhenBonus), then the author
+// weight (see weighAuthors); it keeps the best k.
 func rankPool(res []SearchResult, query string, k int) []SearchResult {
 	addNeighbourScores(res)
+	addWhenBonus(res, query)
 	weighAuthors(res, query)
 	slices.SortStableFunc(res, func(a, b SearchResult) int { return cmp.Compare(b.Score, a.Score) })
 	return res[:min(k, len(res))]

@@ -60,17 +60,16 @@ func TestSearchUnknownWordsIgnoreEmptyMessages(t *testing.T) {
 // the answer to a matched question ranks above turns that share a word of
 // it, and says so in NeighborScore.
 func TestSearchNeighbourTurnsRank(t *testing.T) {
-	turn := func(role memory.Role, text string) *memory.Message { return &memory.Message{Role: role, Content: text} }
-	msgs := []*memory.Message{
-		turn(memory.RoleUser, "This week was long, the garden needed water every day."),
-		turn(memory.RoleAssistant, "Sounds like a busy week."),
-		turn(memory.RoleUser, "Who takes the pager for the on-call rotation this week?"),
-		turn(memory.RoleAssistant, "Dana does, until Friday morning."),
-		turn(memory.RoleUser, "Next week I visit my sister in Porto."),
-		turn(memory.RoleAssistant, "Enjoy the trip and the pastries."),
-		turn(memory.RoleUser, "The rotation of the tyres is due this month."),
-		turn(memory.RoleAssistant, "Book the garage early."),
-	}
+	msgs := chat(
+		"This week was long, the garden needed water every day.",
+		"Sounds like a busy week.",
+		"Who takes the pager for the on-call rotation this week?",
+		"Dana does, until Friday morning.",
+		"Next week I visit my sister in Porto.",
+		"Enjoy the trip and the pastries.",
+		"The rotation of the tyres is due this month.",
+		"Book the garage early.",
+	)
 	res := searchChat(t, msgs, "who is on call for the rotation this week", 3)
 	var got []string
 	for _, r := range res {
@@ -134,4 +133,45 @@ func searchChat(t *testing.T, msgs []*memory.Message, query string, k int) []mem
 		t.Fatal(err)
 	}
 	return res
+}
+
+// A question that asks when ranks the turn that states a time above one
+// that matches its words as well but says no time, and says so in
+// WhenScore; a question that does not ask when adds nothing.
+func TestSearchWhenStatesTime(t *testing.T) {
+	msgs := chat(
+		"Moving to Porto was a good move, the harbour is lovely.",
+		"The pastries alone are worth it.",
+		"My sister keeps bees on her roof, far from Porto, up in the hills where the summers are long and dry.",
+		"Does the honey taste of the flowers there, or of the pine trees along the road to Porto?",
+		"We moved to Porto last spring, after the wedding.",
+		"A busy season for you.",
+	)
+	const timed = "We moved to Porto last spring, after the wedding."
+	res := searchChat(t, msgs, "When did you move to Porto?", 3)
+	var got []string
+	for _, r := range res {
+		got = append(got, fmt.Sprintf("%q %.2f (+%.2f)", r.Content, r.Score, r.WhenScore))
+	}
+	if len(res) == 0 || res[0].Content != timed || res[0].WhenScore <= 0 {
+		t.Errorf("the turn that says when is not first: %v", got)
+	}
+	for _, r := range searchChat(t, msgs, "Did you move to Porto?", 3) {
+		if r.WhenScore != 0 {
+			t.Errorf("%q gained %.2f for a question that does not ask when", r.Content, r.WhenScore)
+		}
+	}
+}
+
+// chat is a conversation of texts, the user's and the assistant's in turn.
+func chat(texts ...string) []*memory.Message {
+	msgs := make([]*memory.Message, len(texts))
+	for i, text := range texts {
+		role := memory.RoleUser
+		if i%2 == 1 {
+			role = memory.RoleAssistant
+		}
+		msgs[i] = &memory.Message{Role: role, Content: text}
+	}
+	return msgs
 }
