@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -35,14 +36,73 @@ import (
 // reaches back), never as one that holds what it has not built. Nothing
 // trims the feed past a watermark of 0 either.
 
-// buildBatch is how many messages one step of the build reads and indexes
-// while it holds the indexer's lock (a request's own session waits at most
-// one step). A variable so that tests can take smaller steps.
-var buildBatch = ChangeBatch
+// buildBatch is how many messages one step of the build indexes while it
+// holds the indexer's lock, in slices of buildSlice (one index batch each).
+// Between two slices the step gives the lock up to any request waiting to
+// index its own sessions (priority): a request waits for one slice, not
+// for a step. With steps of 1,000 messages in one batch, a request could
+// wait past CatchUpWait on a busy machine and get 503. Variables so that
+// tests can take smaller steps.
+var (
+	buildBatch = ChangeBatch
+	buildSlice = 200
+)
 
-// beforeBuildStep runs before each step of the background build; tests
-// hold the build there.
-var beforeBuildStep = func() {}
+// beforeBuildStep runs before each step of the background build, and
+// beforeBuildSlice before each slice, holding the lock; tests hold the
+// build there.
+var (
+	beforeBuildStep  = func() {}
+	beforeBuildSlice = func() {}
+)
+
+// priority counts the requests that wait for the indexer's lock to index
+// their sessions during the build; the build lets them go first. It waits
+// for as many to leave as had come when it started waiting, not for none
+// to wait: a steady stream of requests does not stall the build.
+type priority struct {
+	mu      sync.Mutex
+	left    *sync.Cond // signalled when a request leaves
+	entered uint64
+	done    uint64
+}
+
+// onPriorityWait runs when a request starts waiting (tests).
+var onPriorityWait = func() {}
+
+func (p *priority) enter() {
+	p.mu.Lock()
+	p.entered++
+	p.mu.Unlock()
+	onPriorityWait()
+}
+
+func (p *priority) leave() {
+	p.mu.Lock()
+	p.done++
+	if p.left != nil {
+		p.left.Broadcast()
+	}
+	p.mu.Unlock()
+}
+
+func (p *priority) waiting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.entered > p.done
+}
+
+// await returns once as many requests left as had come by its call.
+func (p *priority) await() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.left == nil {
+		p.left = sync.NewCond(&p.mu)
+	}
+	for until := p.entered; p.done < until; {
+		p.left.Wait()
+	}
+}
 
 // buildState is the background build's progress. Its fields are guarded by
 // the indexer's mu; building is also read without it.
@@ -128,27 +188,43 @@ func (s *Service) runBuild(ctx context.Context) {
 }
 
 // buildStep indexes up to buildBatch messages of the sessions not yet
-// built, and ends the build after the last: its final batch writes the
-// watermark.
+// built, a slice at a time, and ends the build after the last: its final
+// slice writes the watermark. It returns early, giving the lock up, when a
+// request waits to index its own sessions.
 func (ix *indexer) buildStep(ctx context.Context) (bool, error) {
+	ix.prio.await()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	b := ix.build
-	if b == nil {
-		return true, nil
+	for n := 0; ix.build != nil && n < buildBatch; {
+		if n > 0 && ix.prio.waiting() {
+			return false, nil
+		}
+		beforeBuildSlice()
+		k, err := ix.buildSliceLocked(ctx)
+		if err != nil {
+			return false, err
+		}
+		n += k
 	}
+	return ix.build == nil, nil
+}
+
+// buildSliceLocked indexes up to buildSlice messages of the sessions not
+// yet built, in one batch, and says how many. Callers hold mu.
+func (ix *indexer) buildSliceLocked(ctx context.Context) (int, error) {
+	b := ix.build
 	var batch []*Message
 	var finished []sessionKey
-	for len(batch) < buildBatch && b.next < len(b.sessions) {
+	for len(batch) < buildSlice && b.next < len(b.sessions) {
 		k := b.sessions[b.next]
 		if b.built[k] {
 			b.next, b.after = b.next+1, 0
 			continue
 		}
-		want := buildBatch - len(batch)
+		want := buildSlice - len(batch)
 		msgs, err := ix.store.Messages(ctx, k.Tenant, k.ID, MessageQuery{AfterSeq: b.after, Limit: want, Vectors: true})
 		if err != nil && ErrorCode(err) != ENOTFOUND { // deleted since: the feed deletes it
-			return false, fmt.Errorf("read session %s to index: %w", k.ID, err)
+			return 0, fmt.Errorf("read session %s to index: %w", k.ID, err)
 		}
 		batch = append(batch, msgs...)
 		if len(msgs) < want {
@@ -164,7 +240,7 @@ func (ix *indexer) buildStep(ctx context.Context) (bool, error) {
 		wm = ix.watermark.Load()
 	}
 	if err := ix.index.Apply(ctx, IndexBatch{Upserts: batch, Watermark: wm}); err != nil {
-		return false, fmt.Errorf("index %d messages: %w", len(batch), err)
+		return 0, fmt.Errorf("index %d messages: %w", len(batch), err)
 	}
 	for _, k := range finished {
 		b.built[k] = true
@@ -173,12 +249,12 @@ func (ix *indexer) buildStep(ctx context.Context) (bool, error) {
 	if last {
 		ix.building.Store(false)
 		ix.build = nil
-		return true, nil
+		return len(batch), nil
 	}
 	if n/10_000 != (n-int64(len(batch)))/10_000 {
 		ix.log.Info("building index", "indexed", n, "of", ix.buildTotal.Load())
 	}
-	return false, nil
+	return len(batch), nil
 }
 
 // buildSessions indexes the named sessions of tenant the build has not

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/memory"
@@ -84,5 +85,66 @@ func TestNewNodeAnswersWhileItsIndexBuilds(t *testing.T) {
 	last, err := h.Store.LastSeq(ctx)
 	if wm, werr := idx.Watermark(); err != nil || werr != nil || wm != last {
 		t.Fatalf("persisted watermark once built: %d, want the store's %d (%v, %v)", wm, last, err, werr)
+	}
+}
+
+// A request naming a session that arrives while a step of the build holds
+// the indexer's lock waits for the slice under way, not for the step: the
+// build gives it the lock between two slices, and it is answered while
+// the build stays held. A step of 1,000 messages in one batch made such a
+// request wait past CatchUpWait (503) on a busy machine.
+func TestRequestGoesBeforeTheBuildStep(t *testing.T) {
+	ctx := context.Background()
+	h := memorytest.Open(t, func(s *memory.Service) { s.SharedStore = true })
+	for i := range 3 {
+		for _, s := range []string{"alpha", "beta", "gamma"} {
+			text := fmt.Sprintf("%s note %d: the kingfisher dives at noon", s, i)
+			if _, err := h.Append(ctx, s, []*memory.Message{{Role: memory.RoleUser, Content: text}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gate := make(chan struct{})
+	waiting := make(chan struct{}, 4)
+	t.Cleanup(memory.HoldBuildSlices(2, gate, waiting))
+	node, _ := h.Node(t, func(s *memory.Service) { s.CatchUpWait = time.Minute })
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate)
+		}
+	}
+	t.Cleanup(release)
+
+	gate <- struct{}{} // the step's first slice: the step holds the lock
+	type answer struct {
+		hits int
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		hits, err := node.Search(ctx, memory.SearchRequest{Query: "kingfisher", Mode: memory.ModeText, K: 10, Sessions: []string{"gamma"}})
+		done <- answer{len(hits), err}
+	}()
+	<-waiting
+	gate <- struct{}{} // the slice under way; then the step gives way
+	select {
+	case a := <-done:
+		if a.err != nil || a.hits != 3 {
+			t.Fatalf("gamma searched during the build: %d hits, %v; want its 3 messages", a.hits, a.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the request still waits for the build step to end")
+	}
+	if _, err := node.Search(ctx, memory.SearchRequest{Query: "kingfisher", Mode: memory.ModeText, K: 10}); memory.ErrorCode(err) != memory.EUNAVAILABLE {
+		t.Fatalf("a search across sessions with the build still held: %v, want unavailable", err)
+	}
+	release()
+	if err := node.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := node.Search(ctx, memory.SearchRequest{Query: "kingfisher", Mode: memory.ModeText, K: 20}); err != nil || len(hits) != 9 {
+		t.Fatalf("once built: %d hits, %v; want 9", len(hits), err)
 	}
 }

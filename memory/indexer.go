@@ -35,6 +35,7 @@ type indexer struct {
 	build        *buildState // guarded by mu; nil once built
 	buildIndexed atomic.Int64
 	buildTotal   atomic.Int64
+	prio         priority // requests the build lets go first
 }
 
 // ChangeBatch is how many changes or messages one batch of index work
@@ -60,6 +61,8 @@ func (ix *indexer) syncSessions(ctx context.Context, seq uint64, tenant string, 
 	if !ix.building.Load() {
 		return ix.sync(ctx, seq)
 	}
+	ix.prio.enter()
+	defer ix.prio.leave()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if err := ix.buildSessions(ctx, tenant, ids); err != nil {
