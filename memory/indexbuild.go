@@ -30,11 +30,17 @@ import (
 // build reads anything; every change after it is replayed, so a message
 // the build read before its change is indexed again after.
 //
-// While the build runs the index's persisted watermark stays 0: a node
-// stopped mid-build starts again as a node whose index lags from the
-// first change (it replays the feed, or rebuilds when the feed no longer
-// reaches back), never as one that holds what it has not built. Nothing
-// trims the feed past a watermark of 0 either.
+// While the build runs the index's persisted watermark stays 0, so it is
+// never taken for one that holds what it has not built, and nothing trims
+// the feed past it. A node stopped mid-build finds at its next start an
+// index of some documents at watermark 0, and builds again in the
+// background, as a new node does (replaying the feed from its first
+// change, or rebuilding the whole index, before it answered took as long
+// as the first start). The documents it holds may be of messages deleted
+// since it stopped, which neither the build (which writes what the store
+// has) nor the feed (read from the build's start) would remove: the
+// build's last slice deletes the documents of messages it did not read
+// and the store no longer has.
 
 // buildBatch is how many messages one step of the build indexes while it
 // holds the indexer's lock, in slices of buildSlice (one index batch each).
@@ -107,6 +113,9 @@ func (p *priority) await() {
 // buildState is the background build's progress. Its fields are guarded by
 // the indexer's mu; building is also read without it.
 type buildState struct {
+	// seen are the ids of the messages the build indexed, when the index
+	// held documents before it (see sweep); nil for a new index.
+	seen     map[string]bool
 	built    map[sessionKey]bool // sessions whose every message is indexed
 	sessions []sessionKey        // the sessions to build, in order
 	next     int                 // sessions[next] is the one being built
@@ -122,23 +131,29 @@ func (ix *indexer) persistedWM(seq uint64) uint64 {
 	return seq
 }
 
-// fresh reports whether the index is new (nothing applied, no documents)
-// while the store holds changes: the case the background build serves.
-func (ix *indexer) fresh(wm, last uint64) (bool, error) {
+// toBuild reports whether the index is to be built in the background: a
+// new one (no watermark, no documents) or one whose build a stopped node
+// left unfinished (no watermark, some documents: resumed), while the
+// store holds changes.
+func (ix *indexer) toBuild(wm, last uint64) (build, resumed bool, err error) {
 	if !ix.background || wm != 0 || last == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	docs, _, err := ix.index.Count()
 	if err != nil {
-		return false, fmt.Errorf("count index documents: %w", err)
+		return false, false, fmt.Errorf("count index documents: %w", err)
 	}
-	return docs == 0, nil
+	return true, docs > 0, nil
 }
 
 // startBuild makes the index answer from change last on, with the
-// build to come: sessions are indexed by build or on demand.
-func (ix *indexer) startBuild(ctx context.Context, last uint64) error {
+// build to come: sessions are indexed by build or on demand. resumed: the
+// index holds documents of an unfinished build, to sweep at the end.
+func (ix *indexer) startBuild(ctx context.Context, last uint64, resumed bool) error {
 	var b buildState
+	if resumed {
+		b.seen = map[string]bool{}
+	}
 	var total int64
 	err := VisitSessions(ctx, ix.store, func(s *Session) error {
 		b.sessions = append(b.sessions, sessionKey{s.Tenant, s.ID})
@@ -157,7 +172,7 @@ func (ix *indexer) startBuild(ctx context.Context, last uint64) error {
 	ix.building.Store(true)
 	ix.watermark.Store(last)
 	ix.mu.Unlock()
-	ix.log.Info("answering while the index is built in the background", "sessions", len(b.sessions), "messages", total, "from_change", last)
+	ix.log.Info("answering while the index is built in the background", "sessions", len(b.sessions), "messages", total, "from_change", last, "resumed", resumed)
 	return nil
 }
 
@@ -234,12 +249,17 @@ func (ix *indexer) buildSliceLocked(ctx context.Context) (int, error) {
 			b.after = msgs[len(msgs)-1].Seq
 		}
 	}
+	b.saw(batch)
 	last := b.next >= len(b.sessions)
-	wm := uint64(0)
+	ib := IndexBatch{Upserts: batch}
 	if last {
-		wm = ix.watermark.Load()
+		ib.Watermark = ix.watermark.Load()
+		var err error
+		if ib.Deletes, err = ix.sweep(ctx, b); err != nil {
+			return 0, err
+		}
 	}
-	if err := ix.index.Apply(ctx, IndexBatch{Upserts: batch, Watermark: wm}); err != nil {
+	if err := ix.index.Apply(ctx, ib); err != nil {
 		return 0, fmt.Errorf("index %d messages: %w", len(batch), err)
 	}
 	for _, k := range finished {
@@ -281,6 +301,7 @@ func (ix *indexer) buildSessions(ctx context.Context, tenant string, ids []strin
 			if err := ix.index.Apply(ctx, IndexBatch{Upserts: msgs, Watermark: 0}); err != nil {
 				return fmt.Errorf("index session %s: %w", id, err)
 			}
+			b.saw(msgs)
 			ix.buildIndexed.Add(int64(len(msgs)))
 			if len(msgs) < ChangeBatch {
 				break
@@ -290,6 +311,61 @@ func (ix *indexer) buildSessions(ctx context.Context, tenant string, ids []strin
 		b.built[k] = true
 	}
 	return nil
+}
+
+// saw records the messages a resumed build indexed.
+func (b *buildState) saw(msgs []*Message) {
+	if b.seen != nil {
+		for _, m := range msgs {
+			b.seen[m.ID] = true
+		}
+	}
+}
+
+// sweep returns, for a resumed build's last slice, the documents of
+// messages the build did not index and the store no longer has (deleted
+// while no build ran). A message the build did not read and the store has
+// came through the feed since the build started: it stays. Callers hold
+// mu, so no replay adds documents meanwhile.
+func (ix *indexer) sweep(ctx context.Context, b *buildState) ([]*Message, error) {
+	docs, ok := ix.index.(DocLister)
+	if b.seen == nil || !ok {
+		return nil, nil
+	}
+	unseen := map[string][]IndexDoc{} // by tenant
+	err := docs.ForEachDoc(ctx, func(d IndexDoc) error {
+		if !b.seen[d.ID] {
+			unseen[d.Tenant] = append(unseen[d.Tenant], d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list index documents: %w", err)
+	}
+	var gone []*Message
+	for tenant, ds := range unseen {
+		ids := make([]string, len(ds))
+		for i, d := range ds {
+			ids[i] = d.ID
+		}
+		have, err := ix.store.MessagesByID(ctx, tenant, ids, false)
+		if err != nil {
+			return nil, fmt.Errorf("read messages to sweep: %w", err)
+		}
+		kept := make(map[string]bool, len(have))
+		for _, m := range have {
+			kept[m.ID] = true
+		}
+		for _, d := range ds {
+			if !kept[d.ID] {
+				gone = append(gone, &Message{ID: d.ID, Tenant: d.Tenant, SessionID: d.SessionID})
+			}
+		}
+	}
+	if len(gone) > 0 {
+		ix.log.Info("deleting index documents of messages deleted while the build was stopped", "count", len(gone))
+	}
+	return gone, nil
 }
 
 // buildProgress says how far the build is, for a refusal's message.

@@ -28,8 +28,9 @@ type indexer struct {
 	loader  VectorLoader
 	loadErr atomic.Pointer[error]
 
-	// background: a new, empty index is built in the background while
-	// the node answers (indexbuild.go); set for a shared store.
+	// background: a new, empty index (or one whose build a stopped node
+	// left unfinished) is built in the background while the node answers
+	// (indexbuild.go); set for a shared store.
 	background   bool
 	building     atomic.Bool
 	build        *buildState // guarded by mu; nil once built
@@ -181,9 +182,9 @@ func (ix *indexer) open(ctx context.Context) (building bool, err error) {
 		if err != nil {
 			return false, fmt.Errorf("read store seq: %w", err)
 		}
-		if fresh, err := ix.fresh(wm, last); err != nil || fresh {
+		if build, resumed, err := ix.toBuild(wm, last); err != nil || build {
 			if err == nil {
-				err = ix.startBuild(ctx, last)
+				err = ix.startBuild(ctx, last, resumed)
 			}
 			return err == nil, err
 		}
