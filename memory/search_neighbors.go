@@ -45,12 +45,12 @@ type seqKey struct {
 }
 
 // rankPool re-ranks the pool res of a search for query: each result gains
-// its NeighborScore and WhenScore (see addWhenBonus), then the author
-// weight (see weighAuthors); it keeps the best k.
+// its NeighborScore, is weighed by its author (see weighAuthors) and gains
+// its WhenScore, weighed alike (see addWhenBonus); it keeps the best k.
 func rankPool(res []SearchResult, query string, k int) []SearchResult {
 	addNeighbourScores(res)
-	addWhenBonus(res, query)
 	weighAuthors(res, query)
+	addWhenBonus(res, query, k)
 	slices.SortStableFunc(res, func(a, b SearchResult) int { return cmp.Compare(b.Score, a.Score) })
 	return res[:min(k, len(res))]
 }

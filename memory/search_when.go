@@ -1,6 +1,10 @@
 package memory
 
-import "github.com/ctxd/ctxd/scoring"
+import (
+	"slices"
+
+	"github.com/ctxd/ctxd/scoring"
+)
 
 // A question that asks when (scoring.AsksWhen: when, how long, what
 // year...) is answered by a turn that states a time ("yesterday", "last
@@ -9,7 +13,7 @@ import "github.com/ctxd/ctxd/scoring"
 // (scoring.DefaultWhenBonus); a search of a few sessions adds whenBonus to
 // the score of each result of its pool that states a time, after the
 // neighbours' shares (a neighbour does not gain from it) and before the
-// author weight.
+// author weight (it is weighed with the rest of the score).
 //
 // Measured on LoCoMo dev (ctxd-bench eval --no-context, recall R@5/10/20,
 // with the author weight; without this: overall 67.3/76.4/82.7, temporal
@@ -20,16 +24,27 @@ import "github.com/ctxd/ctxd/scoring"
 // match of both sides.
 const whenBonus = 0.1
 
-// addWhenBonus adds whenBonus to each result of res that states a time,
-// when query asks when, and records it on the result.
-func addWhenBonus(res []SearchResult, query string) {
-	if !scoring.AsksWhen(query) {
+// addWhenBonus adds whenBonus, times the result's AuthorWeight, to each
+// result of res that states a time, when query asks when, and records it
+// on the result: Score is then (fused + NeighborScore + WhenScore) *
+// AuthorWeight. Only a result that the bonus could bring into the best k
+// is read: StatesTime over the 200 texts of a pool took 1.8 ms, a third of
+// a search.
+func addWhenBonus(res []SearchResult, query string, k int) {
+	if !scoring.AsksWhen(query) || len(res) == 0 {
 		return
 	}
+	scores := make([]float64, len(res))
+	for i, x := range res {
+		scores[i] = x.Score
+	}
+	slices.Sort(scores)
+	bar := scores[max(len(scores)-k, 0)] // the k-th best score without bonuses
 	for i := range res {
-		if scoring.StatesTime(res[i].Content) {
-			res[i].WhenScore = whenBonus
-			res[i].Score += whenBonus
+		x := &res[i]
+		if gain := whenBonus * x.AuthorWeight; x.Score+gain >= bar && scoring.StatesTime(x.Content) {
+			x.WhenScore = whenBonus
+			x.Score += gain
 		}
 	}
 }
