@@ -1,6 +1,13 @@
 package memory
 
-import "testing"
+import (
+	"cmp"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/ctxd/ctxd/scoring"
+)
 
 // A query that names some of the pool's authors weighs the score of the
 // other authors' results down; one that names none of them, or all,
@@ -41,6 +48,38 @@ func TestWeighAuthors(t *testing.T) {
 			if r.Score != want || r.AuthorWeight != weight {
 				t.Errorf("%q: %s scored %v (weight %v), want %v (%v)", c.query, r.ID, r.Score, r.AuthorWeight, want, weight)
 			}
+		}
+	}
+}
+
+// The when bonus reads only the results it could bring into the best k: the
+// best k are those that a bonus given to every result that states a time
+// would choose, with the same scores.
+func TestWhenBonusBestK(t *testing.T) {
+	texts := []string{"we met yesterday", "the harbour was lovely", "two years ago it rained", "bread and olives"}
+	pool := func() []SearchResult {
+		res := make([]SearchResult, 40)
+		for i := range res {
+			res[i] = SearchResult{Message: &Message{ID: string(rune('a' + i)), Seq: uint64(10 * i),
+				Name: []string{"Alma", "Bruno"}[i%2], Content: texts[i%len(texts)]}, Score: float64((i*7)%40) / 40}
+		}
+		return res
+	}
+	const query, k = "When did Alma see the harbour?", 8
+	got := rankPool(pool(), query, k)
+
+	want := pool()
+	addNeighbourScores(want)
+	weighAuthors(want, query)
+	for i := range want {
+		if scoring.StatesTime(want[i].Content) {
+			want[i].Score += whenBonus * want[i].AuthorWeight
+		}
+	}
+	slices.SortStableFunc(want, func(a, b SearchResult) int { return cmp.Compare(b.Score, a.Score) })
+	for i := range k {
+		if got[i].ID != want[i].ID || math.Abs(got[i].Score-want[i].Score) > 1e-12 {
+			t.Errorf("%d: %s %.4f, want %s %.4f", i, got[i].ID, got[i].Score, want[i].ID, want[i].Score)
 		}
 	}
 }
