@@ -304,6 +304,11 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 	// The baselines' windows, for compact-at-limit's cost beside the
 	// model's (ctxd's own view is what the model reports).
 	cache := newAgentCache(msgs, toks, firstAsst, o.Budget)
+	if o.GatewayAPI != gatewayAnthropic {
+		// By the rule the model reports ctxd's by: the same provider
+		// would serve compact-at-limit's prefix in the same steps.
+		cache.cached = fakemodel.OpenAICached
+	}
 	var lat []float64
 	stored := 0 // the messages the session holds after the last call
 	noted := firstAsst
@@ -418,9 +423,10 @@ func gatewayFigures(r *agentReport, f jsonObject) jsonObject {
 		jsonField{"model_cached_prefix_pct", r.CachedPrefixPct},
 		jsonField{"session_cache_hit_pct", r.SessionCacheHitPct},
 		// the cost per call of what the model was sent, against
-		// compact-at-limit's as the replay counts it (exact prefixes, no
-		// 1,024-token floor or 128-token steps: the model's rule only
-		// lowers ctxd's cached share, so the ratio does not flatter it)
+		// compact-at-limit's over the same calls, its cached prefix read
+		// by the provider's rule the model applies (OpenAI's 1,024-token
+		// floor and 128-token steps; Anthropic's agent marks its newest
+		// message, so the whole shared prefix)
 		jsonField{"model_cost_per_call", int(r.ModelCostPerCall)},
 		jsonField{"compact_at_limit_cost_per_call", int(compact)},
 		jsonField{"model_cost_vs_compact_at_limit", pyRound(r.ModelCostPerCall/math.Max(1, compact), 2)})

@@ -34,6 +34,12 @@ func TestEvalGatewayPromptCache(t *testing.T) {
 		checkFigures(t, api, f, map[string]any{"model_calls": 8, "requests_over_window": 0, "invalid_pairs": 0, "latest_present_pct": 100.0})
 	}
 	a := figures[gatewayAnthropic]
+	// Compact-at-limit's prefix is read by the same provider rule as
+	// ctxd's: OpenAI's floor and steps serve less of it than Anthropic's
+	// breakpoint on the newest message.
+	if o, an := figures[gatewayOpenAI]["compact_at_limit_cost_per_call"].(int), a["compact_at_limit_cost_per_call"].(int); o <= an {
+		t.Errorf("compact-at-limit's cost per call: openai %d, anthropic %d; want OpenAI's rule to serve less", o, an)
+	}
 	if w, _ := a["model_cache_write_pct"].(float64); w <= 0 {
 		t.Errorf("anthropic: cache writes %v%%: the agent's breakpoint on its newest message writes what was not read", w)
 	}
