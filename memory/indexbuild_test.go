@@ -97,15 +97,7 @@ func TestNewNodeAnswersWhileItsIndexBuilds(t *testing.T) {
 // request wait past CatchUpWait (503) on a busy machine.
 func TestRequestGoesBeforeTheBuildStep(t *testing.T) {
 	ctx := context.Background()
-	h := memorytest.Open(t, func(s *memory.Service) { s.SharedStore = true })
-	for i := range 3 {
-		for _, s := range []string{"alpha", "beta", "gamma"} {
-			text := fmt.Sprintf("%s note %d: the kingfisher dives at noon", s, i)
-			if _, err := h.Append(ctx, s, []*memory.Message{{Role: memory.RoleUser, Content: text}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	h := openWithNotes(t)
 	gate := make(chan struct{})
 	waiting := make(chan struct{}, 4)
 	t.Cleanup(memory.HoldBuildSlices(2, gate, waiting))
@@ -158,15 +150,7 @@ func TestRequestGoesBeforeTheBuildStep(t *testing.T) {
 // deleted while it was stopped.
 func TestNodeStoppedMidBuildBuildsInBackground(t *testing.T) {
 	ctx := context.Background()
-	h := memorytest.Open(t, func(s *memory.Service) { s.SharedStore = true })
-	for i := range 3 {
-		for _, s := range []string{"alpha", "beta", "gamma"} {
-			text := fmt.Sprintf("%s note %d: the kingfisher dives at noon", s, i)
-			if _, err := h.Append(ctx, s, []*memory.Message{{Role: memory.RoleUser, Content: text}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	h := openWithNotes(t)
 	// What the stopped build left: alpha indexed, and a message of alpha
 	// deleted since, at watermark 0.
 	dir := filepath.Join(t.TempDir(), "index")
@@ -235,4 +219,20 @@ func TestNodeStoppedMidBuildBuildsInBackground(t *testing.T) {
 	if wm, err := idx.Watermark(); err != nil || wm != last {
 		t.Fatalf("watermark once built: %d, %v; want %d", wm, err, last)
 	}
+}
+
+// openWithNotes opens a store shared with other nodes holding three notes
+// in each of three sessions, all matching "kingfisher".
+func openWithNotes(t *testing.T) *memorytest.Harness {
+	t.Helper()
+	h := memorytest.Open(t, func(s *memory.Service) { s.SharedStore = true })
+	for i := range 3 {
+		for _, s := range []string{"alpha", "beta", "gamma"} {
+			text := fmt.Sprintf("%s note %d: the kingfisher dives at noon", s, i)
+			if _, err := h.Append(context.Background(), s, []*memory.Message{{Role: memory.RoleUser, Content: text}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return h
 }
