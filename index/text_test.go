@@ -16,9 +16,9 @@ import (
 func TestTextQueryLeavesOutEmptyClauses(t *testing.T) {
 	x := openTest(t, Options{})
 	a := msg("t", "s", "a", "the comet was bright over the harbour", 0)
-	a.Name = "Melanie"
+	a.Name = "Marisol"
 	b := msg("t", "s", "b", "a comet again, and another comet", 1)
-	c := msg("t", "s", "c", "Melanie saw the harbour lights", 2)
+	c := msg("t", "s", "c", "Marisol saw the harbour lights", 2)
 	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{a, b, c}, Watermark: 1})
 
 	if occurs := x.fieldsWithAny("t", "comet harbour", fieldName, fieldWhen); occurs[fieldName] || occurs[fieldWhen] {
@@ -45,7 +45,7 @@ func TestTextQueryLeavesOutEmptyClauses(t *testing.T) {
 	}
 	// What occurs follows writes (the lookups are cached until one).
 	d := msg("t", "s", "d", "no comet tonight", 3)
-	d.Name = "Caroline"
+	d.Name = "Corinne"
 	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{d}, Watermark: 2})
 	if occurs := x.fieldsWithAny("t", "caroline comet", fieldName, fieldWhen); !occurs[fieldName] {
 		t.Errorf("after a write, caroline comet occurs in %v", occurs)

@@ -48,8 +48,8 @@ func weighAuthors(res []SearchResult, query string) {
 }
 
 // namedAuthors is the set of the authors of res (their messages' names)
-// that query names, its words in a row as whole words ("Melanie's" names
-// Melanie, "Melanies" does not); nil when it names none, or every one: then
+// that query names, its words in a row as whole words ("Marisol's" names
+// Marisol, "Marisols" does not); nil when it names none, or every one: then
 // the name says nothing about who answers.
 func namedAuthors(res []SearchResult, query string) map[string]bool {
 	qw := lowerWords(query)
