@@ -326,7 +326,7 @@ func TestToolCallsAndNames(t *testing.T) {
 	if hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "restart_server host"}); len(hits) != 1 || hits[0].ID != "call" {
 		t.Errorf("tool call: %v", ids(hits))
 	}
-	if hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "melanie"}); len(hits) != 1 || hits[0].ID != "named" {
+	if hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "marisol"}); len(hits) != 1 || hits[0].ID != "named" {
 		t.Errorf("name: %v", ids(hits))
 	}
 }
