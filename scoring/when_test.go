@@ -27,17 +27,17 @@ func TestAsksWhen(t *testing.T) {
 
 func TestStatesTime(t *testing.T) {
 	for text, want := range map[string]bool{
-		"The harbour master showed me the knots yesterday!":      true,
-		"We sailed to the island last year for the regatta.":     true,
-		"Eleven years now, and the hull still floats.":           true,
-		"Last Fri I took my nephews to the rope museum.":         true,
-		"The recital is in May.":                                  true,
-		"We moved in 2019.":                                       true,
-		"See you on Saturday":                                     true,
-		"I may go to the store.":                                  false,
-		"They march for rights.":                                  false,
-		"The sun was out and we sat in the yard.":                 false,
-		"Painting helps me express my feelings.":                  false,
+		"The harbour master showed me the knots yesterday!":  true,
+		"We sailed to the island last year for the regatta.": true,
+		"Eleven years now, and the hull still floats.":       true,
+		"Last Fri I took my nephews to the rope museum.":     true,
+		"The recital is in May.":                             true,
+		"We moved in 2019.":                                  true,
+		"See you on Saturday":                                true,
+		"I may go to the store.":                             false,
+		"They march for rights.":                             false,
+		"The sun was out and we sat in the yard.":            false,
+		"Painting helps me express my feelings.":             false,
 	} {
 		if got := StatesTime(text); got != want {
 			t.Errorf("StatesTime(%q) = %v, want %v", text, got, want)
