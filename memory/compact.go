@@ -98,6 +98,7 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 		return nil, err
 	}
 	defer s.compactSem.release()
+	s.syncPending(ctx)  // its scores read the index
 	start := time.Now() // after the wait: took_ms is the compaction's own time
 	sess, err := s.Store.Session(ctx, tenant, sessionID)
 	if err != nil {
