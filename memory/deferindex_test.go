@@ -24,8 +24,9 @@ func (e *enteredIndex) Apply(ctx context.Context, b memory.IndexBatch) error {
 
 // On the embedded store an append is answered once the store holds it; the
 // index takes it in the background, batched with the next writes. A search
-// answered after the append still finds it: it waits for the index to hold
-// every write answered so far. Before, the append itself waited for the
+// of the session answered after the append still finds it: it waits for the
+// index to hold every write answered so far to the session; a search of
+// another session does not wait. Before, the append itself waited for the
 // index (one small Bleve batch per request); without the search's wait the
 // search answered from an index without the message.
 func TestAppendDefersIndexSearchStillSeesIt(t *testing.T) {
@@ -51,6 +52,21 @@ func TestAppendDefersIndexSearchStillSeesIt(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the append waited for the index")
+	}
+
+	// A search of another session does not wait for this one's write.
+	other := make(chan error, 1)
+	go func() {
+		_, err := h.Search(ctx, memory.SearchRequest{Query: "okapi", Sessions: []string{"other"}, Mode: memory.ModeText, K: 5})
+		other <- err
+	}()
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a search of another session waited for the index")
 	}
 
 	type result struct {

@@ -21,10 +21,8 @@ type indexer struct {
 
 	mu        sync.Mutex    // one replay at a time; concurrent writers share it
 	watermark atomic.Uint64 // last change the index holds
-	// pending is the last change of a write answered before the index held
-	// it (deferIndex): reads of the index first catch up to it.
-	pending atomic.Uint64
-	lastErr atomic.Pointer[error]
+	pending   pendingWrites // writes answered before the index held them
+	lastErr   atomic.Pointer[error]
 
 	// loader is the index, when its vectors load after open (see
 	// loadInBackground); loadErr is why that load failed.
@@ -442,50 +440,6 @@ func (s *Service) syncIndex(ctx context.Context) {
 	}
 	if err != nil {
 		s.Logger.Error("index update failed after a durable write; retrying in background", "err", err)
-	}
-}
-
-// maxDeferredChanges bounds how far an append lets the index fall behind
-// the store (deferIndex): past it the write waits for the index, so a
-// writer faster than indexing is slowed down instead of piling up lag.
-const maxDeferredChanges = 2 * ChangeBatch
-
-// deferIndex is syncIndex for an append on the embedded store: the write is
-// durable in the store, so the index may take it in the background, with
-// the next writes, as one larger batch (Bleve's cost per message falls by
-// a third from batches of 100 to 1,000). Read-your-writes holds through
-// syncPending: the reads of the index (search, context, compaction) first
-// catch up with every write answered so far. A shared store keeps syncIndex:
-// its reads catch up with the store through catchUp.
-func (s *Service) deferIndex(ctx context.Context) {
-	if s.SharedStore {
-		s.syncIndex(ctx)
-		return
-	}
-	last, err := s.Store.LastSeq(ctx)
-	if err != nil || last > s.ix.watermark.Load()+maxDeferredChanges {
-		s.syncIndex(ctx)
-		return
-	}
-	for {
-		p := s.ix.pending.Load()
-		if p >= last || s.ix.pending.CompareAndSwap(p, last) {
-			break
-		}
-	}
-	s.syncIndexSoon()
-}
-
-// syncPending brings the index up to every write deferIndex answered, so a
-// read of the index sees them. A failure is logged, as syncIndex does: the
-// read answers from the index as it is, and /readyz reports the lag.
-func (s *Service) syncPending(ctx context.Context) {
-	p := s.ix.pending.Load()
-	if s.ix.watermark.Load() >= p {
-		return
-	}
-	if err := s.ix.sync(context.WithoutCancel(ctx), p); err != nil {
-		s.Logger.Error("index catch-up before a read failed", "err", err)
 	}
 }
 
