@@ -446,7 +446,11 @@ func (s *Service) syncIndex(ctx context.Context) {
 // syncIndexSoon brings the index up to date in the background, within
 // indexLag; one pending catch-up covers every change before it starts.
 // Close waits for it.
-func (s *Service) syncIndexSoon() {
+func (s *Service) syncIndexSoon() { s.syncIndexAfter(indexLag) }
+
+// syncIndexAfter is syncIndexSoon within lag, unless a catch-up is queued
+// already, or Wait starts it sooner.
+func (s *Service) syncIndexAfter(lag time.Duration) {
 	if !s.syncQueued.CompareAndSwap(false, true) {
 		return
 	}
@@ -456,7 +460,8 @@ func (s *Service) syncIndexSoon() {
 		defer s.wg.Done()
 		defer s.bg.Done()
 		select {
-		case <-time.After(indexLag):
+		case <-time.After(lag):
+		case <-s.syncKick:
 		case <-s.closing:
 		}
 		s.syncQueued.Store(false)
