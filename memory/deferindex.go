@@ -6,10 +6,28 @@ import (
 	"time"
 )
 
-// maxDeferredChanges bounds how far appends let the index fall behind the
-// store (deferIndex): past it an append waits for the index, so writers
-// faster than indexing are slowed down instead of piling up lag.
-const maxDeferredChanges = 2 * ChangeBatch
+// maxDeferredChanges and maxDeferredBytes (of content) bound how far
+// appends let the index fall behind the store (deferIndex): past them an
+// append waits for the index, so writers faster than indexing are slowed
+// down instead of piling up lag, and one catch-up does not read and
+// analyze more than that at once (8 concurrent writes of 8 MB, each
+// indexed with the others, took the peak RSS over the README's bound).
+const (
+	maxDeferredChanges = 2 * ChangeBatch
+	maxDeferredBytes   = 4 << 20
+)
+
+// messageBytes is the size of msgs' content and tool calls, as indexed.
+func messageBytes(msgs []*Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Function.Name) + len(tc.Function.Arguments)
+		}
+	}
+	return n
+}
 
 // deferIndex is syncIndex for an append on the embedded store: the write is
 // durable in the store, so the index may take it in the background with the
@@ -18,18 +36,17 @@ const maxDeferredChanges = 2 * ChangeBatch
 // a read of the index (search, context, compaction's scores) first catches
 // up with the writes answered so far to the sessions it reads. A shared
 // store keeps syncIndex: its reads catch up with the store (catchUp).
-func (s *Service) deferIndex(ctx context.Context, tenant, sessionID string) {
+func (s *Service) deferIndex(ctx context.Context, tenant, sessionID string, bytes int) {
 	if s.SharedStore {
 		s.syncIndex(ctx)
 		return
 	}
 	last, err := s.Store.LastSeq(ctx)
 	wm := s.ix.watermark.Load()
-	if err != nil || last > wm+maxDeferredChanges {
+	if err != nil || last > wm+maxDeferredChanges || !s.ix.pending.note(tenant, sessionID, last, wm, bytes) {
 		s.syncIndex(ctx)
 		return
 	}
-	s.ix.pending.note(tenant, sessionID, last, wm)
 	s.syncIndexAfter(deferLag)
 }
 
@@ -60,15 +77,36 @@ type pendingWrites struct {
 	mu        sync.Mutex
 	bySession map[SessionRef]uint64
 	byTenant  map[string]uint64
+	queue     []deferredWrite // in seq order, the index may not hold them
+	bytes     int             // their sum
+}
+
+type deferredWrite struct {
+	seq   uint64
+	bytes int
 }
 
 // pendingPrune is how many sessions pendingWrites holds before it drops
 // those the index has caught up with.
 const pendingPrune = 4096
 
-func (p *pendingWrites) note(tenant, sessionID string, seq, watermark uint64) {
+// note records a deferred write of bytes whose last change is seq, unless
+// the writes the index may not hold yet (past watermark) would then be over
+// maxDeferredBytes: false, and the caller indexes now.
+func (p *pendingWrites) note(tenant, sessionID string, seq, watermark uint64, bytes int) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	drop := 0
+	for drop < len(p.queue) && p.queue[drop].seq <= watermark {
+		p.bytes -= p.queue[drop].bytes
+		drop++
+	}
+	p.queue = p.queue[drop:]
+	if p.bytes+bytes > maxDeferredBytes {
+		return false
+	}
+	p.queue = append(p.queue, deferredWrite{seq, bytes})
+	p.bytes += bytes
 	if p.bySession == nil {
 		p.bySession, p.byTenant = map[SessionRef]uint64{}, map[string]uint64{}
 	}
@@ -87,6 +125,7 @@ func (p *pendingWrites) note(tenant, sessionID string, seq, watermark uint64) {
 	k := SessionRef{tenant, sessionID}
 	p.bySession[k] = max(p.bySession[k], seq)
 	p.byTenant[tenant] = max(p.byTenant[tenant], seq)
+	return true
 }
 
 // last is the change the index must hold for a read of the tenant's
