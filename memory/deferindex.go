@@ -37,7 +37,7 @@ func messageBytes(msgs []*Message) int {
 // up with the writes answered so far to the sessions it reads. A shared
 // store keeps syncIndex: its reads catch up with the store (catchUp).
 func (s *Service) deferIndex(ctx context.Context, tenant, sessionID string, bytes int) {
-	if s.SharedStore {
+	if s.SharedStore || bytes > maxDeferredBytes {
 		s.syncIndex(ctx)
 		return
 	}
