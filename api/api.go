@@ -142,13 +142,18 @@ type SearchResult struct {
 
 // ScoreParts are the components of a search result's score: each side's
 // score normalised over its candidates (0: that side did not find it),
-// fused into the index's score, and what the turns next to it in the
-// session added (searches of a few sessions; score is the fused score plus
-// neighbor).
+// fused into the index's score, what the turns next to it in the session
+// added, what stating a time added for a query that asks when (0.1), and
+// the author weight: 0.6 when the query names another of the results'
+// authors and not this one's, else 1, also for a message without a name
+// (searches of a few sessions; score is (the fused score + neighbor +
+// when) * author).
 type ScoreParts struct {
 	Text     float64 `json:"text"`
 	Vector   float64 `json:"vector"`
 	Neighbor float64 `json:"neighbor"`
+	When     float64 `json:"when"`
+	Author   float64 `json:"author"`
 }
 
 // SearchOut answers POST /v1/search, best first.

@@ -31,6 +31,7 @@ func (m Mirror) ReadMirror(tenant, session string) (memory.MirrorFile, error) {
 	var dmg *DamageError
 	if errors.As(err, &dmg) {
 		out.TornBytes, out.BadLines = dmg.TornBytes, dmg.BadLines
+		out.BadSegments, out.BadBytes = dmg.BadSegments, dmg.BadBytes
 	} else if err != nil {
 		return out, err
 	}

@@ -1,9 +1,9 @@
-// Package coldstore keeps the inspectable copy of cold storage: one JSONL
-// file per session, dir/<tenant>/<session>.jsonl, one line per message that
-// was dropped or summarized away.
+// Package coldstore keeps the inspectable copy of cold storage: one file
+// per session, dir/<tenant>/<session>.jsonl.gz, JSONL in gzip segments
+// (segment.go), one line per message that was dropped or summarized away.
 //
-// The bbolt store is the system of record; these files are for people (grep,
-// jq) and for exports. They can be rebuilt from the store, and `verify`
+// The bbolt store is the system of record; these files are for people
+// (zcat, zgrep, jq) and for exports. They can be rebuilt from the store, and `verify`
 // compares the two and repairs these files.
 package coldstore
 

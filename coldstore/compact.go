@@ -10,21 +10,17 @@ import (
 // A chunk that goes cold again (recovered, then dropped again) is appended
 // again: its last line is the current one. Replaying 10 coding-agent runs
 // wrote 5,250 lines for 1,432 chunks, some 10 times over, and the files held
-// 3.2 times the content of their current lines. So when an Append takes a
-// file past a step (every power of √2 from 64 KiB: ~3.4 reads of the file
-// in all for a file that grows to its size) the file is read, and if a
-// third or more of it is lines an id has a later line for, it is rewritten
-// with only each id's last line, in file order, atomically (as Rewrite).
-// Right after a step it holds at most 1.5 times its current lines, so at
-// most ~2.1 times until the next step. Every line stays whole JSON with
+// 3.2 times the content of their current lines. And each Append is a
+// segment of its own, compressed without what the segments before it said
+// (small segments compress about half as well as a whole file). So when an
+// Append takes a file past a step (every power of √2 from 8 KiB: ~3.4
+// reads of the file in all for a file that grows to its size) the file is
+// read and rewritten as one segment, with only each id's last line, in
+// file order, atomically (as Rewrite). Every line stays whole JSON with
 // its content; Read, verify and the purge's Rewrite see the same chunks as
-// before (each id's last line).
-const (
-	minCompactSize = 64 << 10
-	// compactShare: rewrite when at least this share of the bytes are
-	// superseded lines.
-	compactShare = 1.0 / 3
-)
+// before (each id's last line). A file with damage is left as it is, for
+// verify and reconciliation to rebuild from the store.
+const minCompactSize = 8 << 10
 
 // compactStep numbers the √2 steps of file sizes; -1 below the first.
 func compactStep(size int64) int {
@@ -35,8 +31,7 @@ func compactStep(size int64) int {
 }
 
 // compactAt compacts the file at path if growing from before to after bytes
-// passed a step and enough of it is superseded. The caller holds the
-// session's lock.
+// passed a step. The caller holds the session's lock.
 func (s *Store) compactAt(dir, path string, before, after int64) error {
 	if compactStep(before) == compactStep(after) {
 		return nil
@@ -45,11 +40,26 @@ func (s *Store) compactAt(dir, path string, before, after int64) error {
 	if err != nil {
 		return err
 	}
-	kept, dropped := currentLines(data)
-	if float64(dropped) < compactShare*float64(len(data)) {
+	sc := scanSegments(data)
+	if sc.torn > 0 || sc.bad > 0 || len(sc.segs) == 0 {
 		return nil
 	}
-	return s.replace(dir, path, kept)
+	var text []byte
+	for _, seg := range sc.segs {
+		if !bytes.HasSuffix(seg.text, []byte{'\n'}) {
+			return nil // a line glued across segments: damage
+		}
+		text = append(text, seg.text...)
+	}
+	kept, dropped := currentLines(text)
+	if len(sc.segs) == 1 && dropped == 0 {
+		return nil
+	}
+	out, err := compressSegment(kept)
+	if err != nil {
+		return err
+	}
+	return s.replace(dir, path, out)
 }
 
 // currentLines returns data without the lines of chunks that have a later

@@ -10,7 +10,15 @@ import (
 // maxName is the longest file name most filesystems take (ext4, APFS, NTFS).
 const maxName = 255
 
-const ext = ".jsonl"
+// ext ends a session's file: JSONL in gzip segments (segment.go).
+const ext = ".jsonl.gz"
+
+// legacyExt ended the plain JSONL files of earlier versions: Open turns
+// them into segment files, OpenReadOnly reads them as they are.
+const legacyExt = ".jsonl"
+
+// legacyPath is the plain file an earlier version wrote for path.
+func legacyPath(path string) string { return strings.TrimSuffix(path, ext) + legacyExt }
 
 // escape turns a tenant or session name into one path element. It keeps
 // [A-Za-z0-9_-] and '.' (except first) and writes every other byte as %XX,

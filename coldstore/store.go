@@ -1,6 +1,7 @@
 package coldstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,6 +28,7 @@ type Store struct {
 	// so Remove cannot delete a directory out from under a new file.
 	dirs sync.RWMutex
 	fs   fsOps
+	ends ends
 }
 
 // fsOps are the operations tests replace to count fsyncs and inject
@@ -78,8 +80,55 @@ func Open(dir string) (*Store, error) {
 				return nil, fmt.Errorf("open cold store: remove stale %s: %w", p, err)
 			}
 		}
+		if err := s.upgrade(filepath.Join(dir, t.Name())); err != nil {
+			return nil, fmt.Errorf("open cold store: %w", err)
+		}
 	}
 	return s, nil
+}
+
+// upgrade turns the plain JSONL files an earlier version wrote in a tenant
+// directory into segment files, one segment each, their bytes as they
+// were but for a torn last line (an append that never returned), so
+// verify judges the lines as before. The new file is in place (atomic,
+// synced) before the old one goes: a crash in between leaves both, the
+// same lines twice, and the next Open does it again.
+func (s *Store) upgrade(dir string) error {
+	olds, err := filepath.Glob(filepath.Join(dir, "*"+legacyExt))
+	if err != nil {
+		return err
+	}
+	for _, old := range olds {
+		name := strings.TrimSuffix(filepath.Base(old), legacyExt)
+		if fi, err := os.Lstat(old); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if _, err := unescape(name); err != nil {
+			continue // not a file coldstore wrote
+		}
+		text, err := os.ReadFile(old)
+		if err != nil {
+			return err
+		}
+		text = text[:bytes.LastIndexByte(text, '\n')+1]
+		path := filepath.Join(dir, name+ext)
+		if len(text) > 0 {
+			data, err := compressSegment(text)
+			if err != nil {
+				return err
+			}
+			if err := s.replace(dir, path, data); err != nil {
+				return fmt.Errorf("upgrade %s: %w", old, err)
+			}
+		}
+		if err := os.Remove(old); err != nil {
+			return err
+		}
+		if err := s.fs.syncDir(dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // OpenReadOnly opens the store in dir for reading only: unlike Open it
@@ -124,11 +173,19 @@ func (s *Store) Remove(tenant, session string) error {
 	}
 	unlock := s.locks.lock(path)
 	defer unlock()
-	if err := os.Remove(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+	s.ends.forget(path)
+	// A plain file of an earlier version is there only if the store was
+	// never opened for writing since (Open upgrades them).
+	gone := 0
+	for _, p := range []string{path, legacyPath(path)} {
+		if err := os.Remove(p); err == nil {
+			gone++
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove cold chunks %s: %w", p, err)
 		}
-		return fmt.Errorf("remove cold chunks %s: %w", path, err)
+	}
+	if gone == 0 {
+		return nil
 	}
 	if err := s.fs.syncDir(dir); err != nil {
 		return fmt.Errorf("remove cold chunks %s: sync dir: %w", path, err)
@@ -165,12 +222,17 @@ func (s *Store) Sessions() ([]SessionRef, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list cold sessions of %q: %w", tenant, err)
 		}
+		seen := map[string]bool{}
 		for _, f := range files {
 			name, ok := strings.CutSuffix(f.Name(), ext)
+			if !ok {
+				name, ok = strings.CutSuffix(f.Name(), legacyExt)
+			}
 			if !ok || !f.Type().IsRegular() {
 				continue
 			}
-			if session, err := unescape(name); err == nil {
+			if session, err := unescape(name); err == nil && !seen[session] {
+				seen[session] = true
 				out = append(out, SessionRef{tenant, session})
 			}
 		}

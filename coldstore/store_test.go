@@ -1,9 +1,12 @@
 package coldstore
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -117,7 +120,7 @@ func TestAppendReadRoundTrip(t *testing.T) {
 		t.Fatalf("big metadata integer = %v", got[0].Metadata["big"])
 	}
 
-	raw, _ := os.ReadFile(filepath.Join(s.dir, "acme", "s%3A1.jsonl"))
+	raw := plainText(t, filepath.Join(s.dir, "acme", "s%3A1.jsonl.gz"))
 	if lines := strings.Count(string(raw), "\n"); lines != 3 {
 		t.Fatalf("file has %d lines, want 3:\n%s", lines, raw)
 	}
@@ -134,7 +137,7 @@ func TestAppendReadRoundTrip(t *testing.T) {
 	if err := s.Append("acme", "s:2", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(s.dir, "acme", "s%3A2.jsonl")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(s.dir, "acme", "s%3A2.jsonl.gz")); !os.IsNotExist(err) {
 		t.Fatal("Append(no chunks) made a file")
 	}
 
@@ -217,15 +220,46 @@ func writeRaw(t *testing.T, path, text string) {
 	}
 }
 
+// appendSegment appends text to a file as one gzip segment, as Append would.
+func appendSegment(t *testing.T, path, text string) {
+	t.Helper()
+	seg, err := compressSegment([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRaw(t, path, string(seg))
+}
+
+// plainText is what zcat prints for a file: read with the standard
+// library's gzip, which reads concatenated members as one stream.
+func plainText(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatalf("%s is not a gzip file zcat reads: %v", path, err)
+	}
+	return b
+}
+
 func TestTruncatedLastLine(t *testing.T) {
 	s := openStore(t)
 	want := chunks("t", "s", "1", "2", "3")
 	if err := s.Append("t", "s", want); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(s.dir, "t", "s.jsonl")
+	_, path, _ := s.paths("t", "s")
 	line, _ := json.Marshal(chunk("t", "s", "4"))
-	torn := string(line[:len(line)/2])
+	seg, _ := compressSegment(append(line, '\n'))
+	torn := string(seg[:len(seg)/2])
 	writeRaw(t, path, torn) // a crash half way through an append
 
 	got, err := s.Read("t", "s")
@@ -233,19 +267,26 @@ func TestTruncatedLastLine(t *testing.T) {
 	if !errors.As(err, &dmg) {
 		t.Fatalf("Read(torn) error = %v, want *DamageError", err)
 	}
-	if dmg.TornBytes != len(torn) || len(dmg.BadLines) != 0 || dmg.Path != path {
-		t.Fatalf("damage = %+v, want %d torn bytes and no bad lines", dmg, len(torn))
+	if dmg.TornBytes != len(torn) || len(dmg.BadLines) != 0 || dmg.BadSegments != 0 || dmg.Path != path {
+		t.Fatalf("damage = %+v, want %d torn bytes and nothing else", dmg, len(torn))
 	}
 	equalChunks(t, got, want)
+	// Cut within the magic bytes too.
+	os.Truncate(path, 0)
+	writeRaw(t, path, string(seg[:1]))
+	if got, err := s.Read("t", "s"); !errors.As(err, &dmg) || dmg.TornBytes != 1 || dmg.BadSegments != 0 || len(got) != 0 {
+		t.Fatalf("Read(one byte of a segment) = %d chunks, %v", len(got), err)
+	}
 
 	// Even a whole object without its newline is an append that did not finish.
 	os.Truncate(path, 0)
-	writeRaw(t, path, string(line))
+	appendSegment(t, path, string(line))
 	if got, err := s.Read("t", "s"); !errors.As(err, &dmg) || dmg.TornBytes != len(line) || len(got) != 0 {
 		t.Fatalf("Read(only a torn line) = %d chunks, %v", len(got), err)
 	}
 
-	// The next Append drops the torn bytes instead of gluing onto them.
+	// The next Append drops the torn bytes instead of hiding its segment
+	// behind them.
 	os.Truncate(path, 0)
 	if err := s.Append("t", "s", want); err != nil {
 		t.Fatal(err)
@@ -259,10 +300,13 @@ func TestTruncatedLastLine(t *testing.T) {
 		t.Fatalf("Read after healing append: %v", err)
 	}
 	equalChunks(t, got, append(want, chunk("t", "s", "5")))
+	if n := bytes.Count(plainText(t, path), []byte("\n")); n != 4 {
+		t.Fatalf("zcat reads %d lines, want 4", n)
+	}
 
 	// Bad complete lines are reported by number, the rest still read.
 	other, _ := json.Marshal(chunk("t", "other", "x"))
-	writeRaw(t, path, "not json\n"+string(other)+"\n{}\n"+string(line)+string(line)+"\n")
+	appendSegment(t, path, "not json\n"+string(other)+"\n{}\n"+string(line)+string(line)+"\n")
 	if err := s.Append("t", "s", chunks("t", "s", "6")); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +333,7 @@ func TestRewriteAtomic(t *testing.T) {
 	if err := s.Append("t", "s", old); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(s.dir, "t", "s.jsonl")
+	_, path, _ := s.paths("t", "s")
 	before, _ := os.ReadFile(path)
 
 	boom := errors.New("disk full")

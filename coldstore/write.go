@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
+	"sync"
 )
 
-// Append adds chunks to a session's file and returns once they are on
-// disk: the file is fsynced, and so are the directories when the file is
-// new. Compaction calls it before it acknowledges, so an acknowledged
-// compaction always has its cold copy.
+// Append adds chunks to a session's file, as one new segment, and returns
+// once they are on disk: the file is fsynced, and so are the directories
+// when the file is new. Compaction calls it before it acknowledges, so an
+// acknowledged compaction always has its cold copy.
 //
 // Chunks with an empty Tenant or SessionID get the call's; a chunk naming
 // another session is refused, as it would end up in the wrong file.
@@ -25,7 +25,7 @@ func (s *Store) Append(tenant, session string, chunks []Chunk) error {
 	if err != nil {
 		return err
 	}
-	data, err := encode(tenant, session, chunks)
+	data, err := encodeSegment(tenant, session, chunks)
 	if err != nil {
 		return fmt.Errorf("append cold chunks %s: %w", path, err)
 	}
@@ -37,13 +37,13 @@ func (s *Store) Append(tenant, session string, chunks []Chunk) error {
 		return fmt.Errorf("append cold chunks %s: %w", path, err)
 	}
 	defer f.Close()
-	size, err := dropTornTail(f)
+	size, err := s.dropTornTail(f, path)
 	if err != nil {
 		return fmt.Errorf("append cold chunks %s: %w", path, err)
 	}
 	if _, err := s.fs.write(f, data); err != nil {
 		// Take back a partial write so the file does not end in a torn
-		// line; if this fails too, the next Append or verify does it.
+		// segment; if this fails too, the next Append or verify does it.
 		if created {
 			os.Remove(path)
 		} else {
@@ -59,6 +59,7 @@ func (s *Store) Append(tenant, session string, chunks []Chunk) error {
 			return fmt.Errorf("append cold chunks %s: %w", path, err)
 		}
 	}
+	s.ends.set(path, size+int64(len(data)))
 	if err := s.compactAt(dir, path, size, size+int64(len(data))); err != nil {
 		// The chunks are on disk; the file is as it was with them.
 		return fmt.Errorf("append cold chunks %s: chunks stored, but compacting the file failed: %w", path, err)
@@ -81,7 +82,7 @@ func (s *Store) Rewrite(tenant, session string, chunks []Chunk) error {
 	if err != nil {
 		return err
 	}
-	data, err := encode(tenant, session, chunks)
+	data, err := encodeSegment(tenant, session, chunks)
 	if err != nil {
 		return fmt.Errorf("rewrite cold chunks %s: %w", path, err)
 	}
@@ -130,6 +131,7 @@ func (s *Store) replace(dir, path string, data []byte) error {
 		return err
 	}
 	renamed = true
+	s.ends.set(path, int64(len(data)))
 	if created {
 		err = s.syncDirs(dir)
 	} else {
@@ -172,42 +174,74 @@ func (s *Store) syncDirs(dir string) error {
 	return s.fs.syncDir(s.dir)
 }
 
-// dropTornTail cuts a file back to its last newline and returns its size.
-// Bytes after the last newline are an Append that crashed before it
-// returned, so nobody was told they were stored; appending after them
-// would glue the next chunk to them and lose it too.
-func dropTornTail(f *os.File) (int64, error) {
+// dropTornTail cuts a torn last segment off a file and returns its size.
+// A torn segment is an Append that crashed before it returned, so nobody
+// was told its chunks were stored; appending after it would hide the next
+// segment from zcat. Finding one means reading the file, so the end each
+// write left is remembered and a file still that size is not read again.
+// Damage elsewhere in the file is left for verify and reconciliation,
+// which rebuild it from the store.
+func (s *Store) dropTornTail(f *os.File, path string) (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, err
 	}
 	size := fi.Size()
-	end, err := lastLineEnd(f, size)
-	if err != nil || end == size {
-		return size, err
+	if size == 0 || s.ends.get(path) == size {
+		return size, nil
 	}
-	if err := f.Truncate(end); err != nil {
-		return size, fmt.Errorf("drop torn last line: %w", err)
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return 0, err
 	}
-	return end, nil
+	torn := scanSegments(data).torn
+	if torn == 0 {
+		return size, nil
+	}
+	if err := f.Truncate(size - int64(torn)); err != nil {
+		return size, fmt.Errorf("drop torn last segment: %w", err)
+	}
+	return size - int64(torn), nil
 }
 
-// lastLineEnd is the offset just after the last '\n' in r[0:size], 0 if none.
-func lastLineEnd(r io.ReaderAt, size int64) (int64, error) {
-	const block = 32 << 10
-	buf := make([]byte, block)
-	for end := size; end > 0; {
-		start := max(0, end-block)
-		b := buf[:end-start]
-		if _, err := r.ReadAt(b, start); err != nil && !(errors.Is(err, io.EOF)) {
-			return 0, err
-		}
-		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-			return start + int64(i) + 1, nil
-		}
-		end = start
+// ends remembers, per file, the size the store's last write left it at,
+// which ends on a whole segment.
+type ends struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (e *ends) get(path string) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n, ok := e.m[path]; ok {
+		return n
 	}
-	return 0, nil
+	return -1
+}
+
+func (e *ends) set(path string, n int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = make(map[string]int64)
+	}
+	e.m[path] = n
+}
+
+func (e *ends) forget(path string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.m, path)
+}
+
+// encodeSegment is chunks as one segment of JSONL.
+func encodeSegment(tenant, session string, chunks []Chunk) ([]byte, error) {
+	text, err := encode(tenant, session, chunks)
+	if err != nil {
+		return nil, err
+	}
+	return compressSegment(text)
 }
 
 // encode writes chunks as JSONL, one line each.

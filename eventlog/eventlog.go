@@ -57,7 +57,7 @@ type Options struct {
 	// rotated (DefaultMaxBytes if <= 0). A single event larger than this
 	// still gets written, alone in its file.
 	MaxBytes int64
-	// MaxFiles is how many rotated files (x.1.jsonl … x.N.jsonl) a stream
+	// MaxFiles is how many rotated files (x.1.jsonl.gz … x.N.jsonl.gz) a stream
 	// keeps besides its current x.jsonl (DefaultMaxFiles if <= 0).
 	MaxFiles int
 	// Sync fsyncs every line. Off by default: see the package comment.
@@ -111,6 +111,13 @@ func Open(dir string, opts Options) (*Log, error) {
 	// Events quote prompts and message text: keep them private to the server's user.
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open event log %s: %w", dir, err)
+	}
+	// A rotation's compression a crash interrupted: its plain file is
+	// still there.
+	if tmps, err := filepath.Glob(filepath.Join(dir, "*.jsonl.gz.tmp")); err == nil {
+		for _, p := range tmps {
+			os.Remove(p)
+		}
 	}
 	l := &Log{dir: dir, opts: opts, streams: make(map[string]*stream, len(Streams))}
 	for _, name := range Streams {
@@ -216,11 +223,18 @@ func (l *Log) encode(event map[string]any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// path is the file of a stream's generation i: 0 is the current file.
+// path is the file of a stream's generation i: 0 is the current file, the
+// rotated ones are compressed (rotate.go).
 func (l *Log) path(name string, i int) string {
 	if i == 0 {
 		return filepath.Join(l.dir, name+".jsonl")
 	}
+	return filepath.Join(l.dir, fmt.Sprintf("%s.%d.jsonl.gz", name, i))
+}
+
+// plainPath is a rotated generation's file before it is compressed (or as
+// an earlier version left it).
+func (l *Log) plainPath(name string, i int) string {
 	return filepath.Join(l.dir, fmt.Sprintf("%s.%d.jsonl", name, i))
 }
 

@@ -2,8 +2,11 @@ package eventlog
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +39,27 @@ func open(t *testing.T, dir string, opts Options) *Log {
 	return l
 }
 
+// plainText is a stream file's text, a rotated one decompressed.
+func plainText(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasSuffix(path, ".gz") {
+		z, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if b, err = io.ReadAll(z); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	return b
+}
+
+// readLines reads a stream's file, a rotated one through the standard
+// library's gzip (as zcat would).
 func readLines(t *testing.T, path string) []map[string]any {
 	t.Helper()
 	f, err := os.Open(path)
@@ -43,8 +67,14 @@ func readLines(t *testing.T, path string) []map[string]any {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		if r, err = gzip.NewReader(f); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
 	var out []map[string]any
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var e map[string]any
@@ -119,7 +149,7 @@ func TestConcurrentWritersWholeLines(t *testing.T) {
 	wg.Wait()
 
 	seen := map[string]bool{}
-	files, _ := filepath.Glob(filepath.Join(dir, "drops*.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(dir, "drops*.jsonl*"))
 	for _, p := range files {
 		for _, e := range readLines(t, p) {
 			key := fmt.Sprint(e["w"], "/", e["i"])
@@ -160,20 +190,20 @@ func TestRotationKeepsMaxFilesAndTailSpansThem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "recoveries*.jsonl"))
-	if len(files) != 4 { // current + 3 rotated
-		t.Fatalf("files = %v, want current and 3 rotated", files)
+	files, _ := filepath.Glob(filepath.Join(dir, "recoveries*"))
+	want := []string{"recoveries.1.jsonl.gz", "recoveries.2.jsonl.gz", "recoveries.3.jsonl.gz", "recoveries.jsonl"}
+	for i := range files {
+		files[i] = filepath.Base(files[i])
 	}
-	if _, err := os.Stat(filepath.Join(dir, "recoveries.4.jsonl")); !os.IsNotExist(err) {
-		t.Fatalf("recoveries.4.jsonl exists: %v", err)
+	if fmt.Sprint(files) != fmt.Sprint(want) { // current + 3 rotated, compressed
+		t.Fatalf("files = %v, want %v", files, want)
 	}
 	var kept int
 	for _, p := range files {
-		fi, _ := os.Stat(p)
-		if fi.Size() > 200 {
-			t.Fatalf("%s is %d bytes, over MaxBytes", p, fi.Size())
+		if text := plainText(t, filepath.Join(dir, p)); len(text) > 200 {
+			t.Fatalf("%s holds %d bytes, over MaxBytes", p, len(text))
 		}
-		kept += len(readLines(t, p))
+		kept += len(readLines(t, filepath.Join(dir, p)))
 	}
 
 	all, err := l.Tail(StreamRecoveries, 0, nil)

@@ -43,7 +43,11 @@ func (l *Log) Tail(name string, n int, filter func(map[string]any) bool) ([]map[
 	done := false
 	for i := len(files) - 1; i >= 0 && !done; i-- {
 		g := files[i]
-		err := scanBackward(g.f, g.size, func(line []byte) bool {
+		text, size, err := g.text()
+		if err != nil {
+			return nil, fmt.Errorf("tail %s: read %s: %w", name, g.f.Name(), err)
+		}
+		err = scanBackward(text, size, func(line []byte) bool {
 			e, ok := decode(line)
 			if !ok || (filter != nil && !filter(e)) {
 				return true
@@ -63,6 +67,7 @@ func (l *Log) Tail(name string, n int, filter func(map[string]any) bool) ([]map[
 type generation struct {
 	f    *os.File
 	size int64
+	gz   bool // a rotated file, compressed
 }
 
 // openGenerations opens a stream's files oldest first and notes their sizes,
@@ -74,6 +79,11 @@ func (l *Log) openGenerations(s *stream) ([]generation, error) {
 	var gens []generation
 	for i := l.opts.MaxFiles; i >= 0; i-- {
 		f, err := os.Open(l.path(s.name, i))
+		gz := i > 0
+		if gz && errors.Is(err, fs.ErrNotExist) {
+			gz = false
+			f, err = os.Open(l.plainPath(s.name, i))
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -85,7 +95,7 @@ func (l *Log) openGenerations(s *stream) ([]generation, error) {
 			f.Close()
 			return gens, fmt.Errorf("tail %s: %w", s.name, err)
 		}
-		gens = append(gens, generation{f, fi.Size()})
+		gens = append(gens, generation{f, fi.Size(), gz})
 	}
 	return gens, nil
 }

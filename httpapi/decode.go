@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/ctxd/ctxd/memory"
@@ -20,7 +21,7 @@ import (
 
 // limitBody refuses an oversized body from its Content-Length, before reading
 // it, caps what is read when the length is not declared, and holds the body's
-// share of the bytes-in-flight budget until the answer is written.
+// share of the bytes-in-flight budget until the answer starts.
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return s.limitBodyTo(s.opts.BodyLimit)(next)
 }
@@ -39,6 +40,13 @@ func (s *Server) limitedBody(next echo.HandlerFunc, limit int64) echo.HandlerFun
 		if err != nil {
 			return err
 		}
+		// Given back when the answer's header goes, not when the handler
+		// returns: a client may send its next call as soon as it has the
+		// answer, before this goroutine runs again, and an agent whose
+		// history is over half the budget was told 503 on its own next
+		// call (the 1,000-step session at call 945, 8.4 MB bodies).
+		release = sync.OnceFunc(release)
+		c.Response().Before(release)
 		defer release()
 		return next(c)
 	}

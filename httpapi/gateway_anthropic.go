@@ -59,7 +59,7 @@ const anthropicVersion = "2023-06-01"
 
 func (s *Server) anthropicMessages(c echo.Context) error {
 	var req anthropicRequest
-	raw, messages, err := decodeModelCall(c, &req, "messages")
+	raw, messages, err := decodeModelCall(c, &req, "messages", &s.lists)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ import (
 // it. The members of the body's list member (its history: "messages",
 // "input") are answered apart, as sent, and are not decoded into req; nil
 // when that member is not an array.
-func decodeModelCall(c echo.Context, req any, list string) (map[string]json.RawMessage, []json.RawMessage, error) {
+func decodeModelCall(c echo.Context, req any, list string, lists *listCache) (map[string]json.RawMessage, []json.RawMessage, error) {
 	body, err := readBody(c.Request())
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
@@ -39,7 +39,7 @@ func decodeModelCall(c echo.Context, req any, list string) (map[string]json.RawM
 	if err != nil {
 		return nil, nil, err
 	}
-	if raw, elems, ok := splitModelCall(body, list); ok {
+	if raw, elems, ok := splitModelCall(body, list, lists); ok {
 		rest := make(map[string]json.RawMessage, len(raw))
 		for k, v := range raw {
 			if k != list || elems == nil {
@@ -79,14 +79,17 @@ func decodeModelCall(c echo.Context, req any, list string) (map[string]json.RawM
 // are slices of body. Not ok for anything but one JSON object of valid
 // text whose members are named once: jsontext refuses invalid UTF-8, a
 // lone surrogate escape and a name given twice as it reads, which are
-// checkJSONText's rules.
-func splitModelCall(body []byte, list string) (raw map[string]json.RawMessage, elems []json.RawMessage, ok bool) {
+// checkJSONText's rules. With lists (nil: none), the part of the list that
+// repeats a recent call's, byte for byte, is not read again (see listCache).
+func splitModelCall(body []byte, list string, lists *listCache) (raw map[string]json.RawMessage, elems []json.RawMessage, ok bool) {
 	dec := jsontext.NewDecoder(bytes.NewBuffer(body)) // read in place; a Reader is copied into a growing buffer
 	tok, err := dec.ReadToken()
 	if err != nil || tok.Kind() != '{' {
 		return nil, nil, false
 	}
 	raw = map[string]json.RawMessage{}
+	var start int
+	var starts, ends []int // the list's elements, as offsets in body
 	for dec.PeekKind() != '}' {
 		tok, err := dec.ReadToken()
 		if err != nil {
@@ -97,15 +100,32 @@ func splitModelCall(body []byte, list string) (raw map[string]json.RawMessage, e
 			if _, err := dec.ReadToken(); err != nil {
 				return nil, nil, false
 			}
-			start := dec.InputOffset() - 1
-			elems = []json.RawMessage{}
+			start = int(dec.InputOffset()) - 1
+			starts, ends = []int{}, []int{}
 			for dec.PeekKind() != ']' {
+				if len(ends) == keyed {
+					if seen := lists.get(listKey(list, body[start:ends[keyed-1]])); seen != nil {
+						if k := seen.repeated(body, start); k >= keyed {
+							// the rest of the body is read from where the repeated part ends
+							for j := range k {
+								starts = append(starts[:j], seen.starts[j]-seen.start+start)
+								ends = append(ends[:j], seen.ends[j]-seen.start+start)
+							}
+							if starts, ends, ok = splitAfter(body, start, ends[k-1], list, raw, starts, ends); !ok {
+								// read whole, for its own answer (a "" member after the list is fine)
+								return splitModelCall(body, list, nil)
+							}
+							lists.resumed.Add(1)
+							return raw, listed(body, start, starts, ends, list, lists), true
+						}
+					}
+				}
 				v, err := dec.ReadValue()
 				if err != nil {
 					return nil, nil, false
 				}
-				end := dec.InputOffset()
-				elems = append(elems, body[end-int64(len(v)):end:end])
+				end := int(dec.InputOffset())
+				starts, ends = append(starts, end-len(v)), append(ends, end)
 			}
 			if _, err := dec.ReadToken(); err != nil {
 				return nil, nil, false
@@ -126,7 +146,23 @@ func splitModelCall(body []byte, list string) (raw map[string]json.RawMessage, e
 	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, nil, false // data after the object
 	}
-	return raw, elems, true
+	if ends == nil {
+		return raw, nil, true
+	}
+	return raw, listed(body, start, starts, ends, list, lists), true
+}
+
+// listed answers the list's elements as slices of body, and records the
+// list in lists for the next call.
+func listed(body []byte, start int, starts, ends []int, list string, lists *listCache) []json.RawMessage {
+	elems := make([]json.RawMessage, len(ends))
+	for i, e := range ends {
+		elems[i] = body[starts[i]:e:e]
+	}
+	if len(ends) >= keyed {
+		lists.put(listKey(list, body[start:ends[keyed-1]]), &seenList{body: body, start: start, starts: starts, ends: ends})
+	}
+	return elems
 }
 
 // decodedCache remembers what recent client messages decoded to, by their

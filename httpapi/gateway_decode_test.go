@@ -3,6 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ctxd/ctxd/memory"
@@ -19,7 +23,7 @@ func TestSplitModelCall(t *testing.T) {
 		`{"messages":"not a list","model":"m"}`,
 		`{"model":"m"}`,
 	} {
-		raw, elems, ok := splitModelCall([]byte(body), "messages")
+		raw, elems, ok := splitModelCall([]byte(body), "messages", nil)
 		if !ok {
 			t.Errorf("%s: not taken", body)
 			continue
@@ -57,7 +61,7 @@ func TestSplitModelCall(t *testing.T) {
 		`[{"role":"user"}]`,
 		`null`,
 	} {
-		if _, _, ok := splitModelCall([]byte(body), "messages"); ok {
+		if _, _, ok := splitModelCall([]byte(body), "messages", nil); ok {
 			t.Errorf("%s: taken, want it left to the decoders", body)
 		}
 	}
@@ -80,5 +84,51 @@ func TestDecodedCacheCopies(t *testing.T) {
 	}
 	if _, ok := c.get([]byte(`{"role":"assistant","tool_calls":[{"id":"c2"}]}`)); ok {
 		t.Error("another message's bytes answered")
+	}
+}
+
+// A call whose history repeats a recent call's, byte for byte, is read
+// from where the repeat ends, and reads as the whole body would: the
+// members after the history, the new messages, and every refusal.
+func TestSplitModelCallRepeatedHistory(t *testing.T) {
+	msg := func(i int) string {
+		return fmt.Sprintf(`{"role":"tool","tool_call_id":"c%d","content":"output %d"}`, i, i)
+	}
+	history := func(n int, edit int) string {
+		parts := []string{`{"role":"system","content":"You are a coding agent."}`, `{"role":"user","content":"fix it"}`}
+		for i := range n {
+			m := msg(i)
+			if i == edit {
+				m = strings.Replace(m, "output", "trimmed", 1)
+			}
+			parts = append(parts, m)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	var lists listCache
+	for _, c := range []struct {
+		body   string
+		resume bool // read from where the last call's history stopped repeating
+	}{
+		{`{"model":"m","messages":` + history(10, -1) + `,"max_tokens":5}`, false},
+		{`{"model":"m","messages":` + history(12, -1) + `,"max_tokens":5,"tools":[{"x":1}]}`, true},
+		{`{"model":"m","messages":` + history(12, 4) + `,"max_tokens":5}`, true}, // an edited message
+		{`{"model":"m","messages":` + history(13, -1) + `}`, true},
+		{`{"model":"m","messages":` + history(13, -1) + ` , "":1}`, false},                        // a "" member after
+		{`{"model":"m","messages":` + history(13, -1) + `,"model":"n"}`, false},                   // a duplicate
+		{`{"model":"m","messages":` + strings.TrimSuffix(history(13, -1), "]") + `,]}`, false},    // a trailing comma
+		{`{"model":"m","messages":` + strings.TrimSuffix(history(14, -1), "]") + "\xff]}", false}, // bad text after
+		{`{"model":"m","messages":` + history(14, -1) + `} {}`, false},
+		{`{"model":"m","messages":` + history(15, -1) + `}`, true},
+	} {
+		raw, elems, ok := splitModelCall([]byte(c.body), "messages", &lists)
+		wantRaw, wantElems, wantOK := splitModelCall([]byte(c.body), "messages", nil)
+		same := func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }
+		if ok != wantOK || !maps.EqualFunc(raw, wantRaw, same) || !slices.EqualFunc(elems, wantElems, same) {
+			t.Errorf("%.60s...: read as %v %d members %d messages, want %v %d %d", c.body, ok, len(raw), len(elems), wantOK, len(wantRaw), len(wantElems))
+		}
+		if n := lists.resumed.Swap(0); (n == 1) != c.resume {
+			t.Errorf("%.60s...: resumed %d times, want %v", c.body, n, c.resume)
+		}
 	}
 }

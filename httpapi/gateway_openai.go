@@ -31,7 +31,7 @@ type openaiMessage struct {
 
 func (s *Server) chatCompletions(c echo.Context) error {
 	var req openaiRequest
-	raw, messages, err := decodeModelCall(c, &req, "messages")
+	raw, messages, err := decodeModelCall(c, &req, "messages", &s.lists)
 	if err != nil {
 		return err
 	}

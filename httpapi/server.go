@@ -98,6 +98,8 @@ type Server struct {
 	// decodedOpenAI and decodedAnthropic are the client messages of
 	// recent calls, decoded (see gateway_decode.go).
 	decodedOpenAI, decodedAnthropic decodedCache
+	// lists are the histories of recent calls, as sent (gateway_lists.go).
+	lists listCache
 
 	// mu orders Serve's setting up of echo's http.Server with Shutdown,
 	// which another goroutine calls: without it, a Shutdown right after

@@ -34,7 +34,7 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 		"a": "Deploying the billing service failed twice. " + filler + "The deployment was rolled back; billing is fine.",
 		"b": "Café crème: the naïve façade of the café was repainted " + filler + "café again",
 		"c": filler + "the walrus and the carpenter walked on the beach\nthe walrus wept",
-		"d": "Caroline said she went to the LGBTQ support group on Sunday; " + filler + "Caroline's group helped",
+		"d": "Corinne said she went to the sea-kayak group on Sunday; " + filler + "Corinne's group helped",
 		"e": strings.Repeat("deploy ", 50),
 	}
 	var msgs []*memory.Message
@@ -49,7 +49,7 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 	}
 
 	r := openReader(t, ref)
-	for _, query := range []string{"deploy billing", "café", "walrus beach", "Caroline group sunday", "the deployments", "nothing matches zebra"} {
+	for _, query := range []string{"deploy billing", "café", "walrus beach", "Corinne group sunday", "the deployments", "nothing matches zebra"} {
 		q := memory.SearchQuery{Tenant: "t", Text: query}
 		req := bleve.NewSearchRequestOptions(x.scopedQuery(&q, query, nil), 10, 0, false)
 		req.IncludeLocations = true

@@ -321,12 +321,12 @@ func TestToolCallsAndNames(t *testing.T) {
 	m.Role = memory.RoleAssistant
 	m.ToolCalls = []memory.ToolCall{{ID: "c1", Type: "function", Function: memory.FunctionCall{Name: "restart_server", Arguments: `{"host":"web-7"}`}}}
 	n := msg("t", "s", "named", "hello there", 1)
-	n.Name = "Melanie"
+	n.Name = "Marisol"
 	mustApply(t, x, memory.IndexBatch{Upserts: []*memory.Message{m, n}, Watermark: 1})
 	if hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "restart_server host"}); len(hits) != 1 || hits[0].ID != "call" {
 		t.Errorf("tool call: %v", ids(hits))
 	}
-	if hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "melanie"}); len(hits) != 1 || hits[0].ID != "named" {
+	if hits := mustSearch(t, x, memory.SearchQuery{Tenant: "t", Text: "marisol"}); len(hits) != 1 || hits[0].ID != "named" {
 		t.Errorf("name: %v", ids(hits))
 	}
 }

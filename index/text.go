@@ -343,7 +343,7 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 }
 
 // textQuery matches the words of the query against the message text, the
-// author's name and the date words ("what did Caroline say in May"), with
+// author's name and the date words ("what did Corinne say in May"), with
 // the boosts of Options (see DefaultNameBoost for what they are worth).
 //
 // Text mode is the literal match: the message's text and name. The date words

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,9 @@ func CompareMirror(cold ColdAuditor, sess MsgRef, file MirrorFile, msgs []*Messa
 	}
 	if len(file.BadLines) > 0 {
 		add(FindColdBad, sess, "%d unreadable line(s), first line %d", len(file.BadLines), file.BadLines[0])
+	}
+	if file.BadSegments > 0 {
+		add(FindColdBad, sess, "%d damaged compressed segment(s) (%d bytes)", file.BadSegments, file.BadBytes)
 	}
 	last := make(map[string]string, len(file.Lines))
 	for _, l := range file.Lines {
@@ -179,9 +183,13 @@ func (s *Service) reconcileColdSession(ctx context.Context, audit ColdAuditor, t
 		}
 	}
 	slices.SortFunc(msgs, func(x, y *Message) int { return cmp.Compare(x.Seq, y.Seq) })
-	var kinds []string
-	err = CompareMirror(audit, MsgRef{Tenant: tenant, SessionID: id}, file, msgs, nil, func(kind string, _ MsgRef, _ string, _ ...any) {
+	var kinds, damage []string
+	err = CompareMirror(audit, MsgRef{Tenant: tenant, SessionID: id}, file, msgs, nil, func(kind string, _ MsgRef, format string, args ...any) {
 		kinds = append(kinds, kind)
+		if kind == FindColdTorn || kind == FindColdBad {
+			// Damage to the file itself, not a line behind the store: say what.
+			damage = append(damage, fmt.Sprintf(format, args...))
+		}
 	})
 	if err != nil || len(kinds) == 0 {
 		return false, err
@@ -189,6 +197,10 @@ func (s *Service) reconcileColdSession(ctx context.Context, audit ColdAuditor, t
 	if err := audit.Rewrite(tenant, id, msgs); err != nil {
 		return false, fmt.Errorf("rewrite cold mirror of %s: %w", id, err)
 	}
-	s.Logger.Info("cold mirror file rewritten from the store", "tenant", tenant, "session", id, "differences", len(kinds))
+	attrs := []any{"tenant", tenant, "session", id, "differences", len(kinds)}
+	if len(damage) > 0 {
+		attrs = append(attrs, "damage", strings.Join(damage, "; "))
+	}
+	s.Logger.Info("cold mirror file rewritten from the store", attrs...)
 	return true, nil
 }

@@ -301,6 +301,10 @@ type MirrorFile struct {
 	Lines     []MirrorLine
 	TornBytes int   // a last line without a newline (a cut write)
 	BadLines  []int // 1-based numbers of complete lines that do not parse
+	// BadSegments counts the runs of a compressed file that do not read
+	// back (a checksum that fails, bytes that are no segment), BadBytes
+	// their length: the lines in them are lost from the file.
+	BadSegments, BadBytes int
 }
 
 // MirrorLine is one readable line of a mirror file.

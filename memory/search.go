@@ -32,8 +32,14 @@ type SearchResult struct {
 	// Via is "next_turn" for a result brought along by Neighbors.
 	Via string
 	// NeighborScore is what the result's neighbouring turns added to Score
-	// (see neighbourWeight); Score is the index's fused score plus it.
+	// (see neighbourWeight), WhenScore what stating a time added for a
+	// question that asks when (see whenBonus), and AuthorWeight what Score
+	// was then multiplied by (see otherAuthorWeight; 1 when nothing was):
+	// Score is (the index's fused score + NeighborScore + WhenScore) *
+	// AuthorWeight.
 	NeighborScore float64
+	WhenScore     float64
+	AuthorWeight  float64
 }
 
 // Search limits.
@@ -145,7 +151,7 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 	}
 	res, err := s.resolve(ctx, tenant, hits)
 	if err == nil && neighbours {
-		res = withNeighbourScores(res, r.K)
+		res = rankPool(res, r.Query, r.K)
 		err = s.highlight(ctx, q, res)
 	}
 	if err != nil || r.Neighbors == 0 {
@@ -240,7 +246,7 @@ func (s *Service) resolve(ctx context.Context, tenant string, hits []Hit) ([]Sea
 			continue
 		}
 		out = append(out, SearchResult{Message: m, Score: h.Score, Highlight: h.Highlight,
-			TextScore: h.TextScore, VectorScore: h.VectorScore})
+			TextScore: h.TextScore, VectorScore: h.VectorScore, AuthorWeight: 1})
 	}
 	return out, nil
 }

@@ -44,9 +44,20 @@ type seqKey struct {
 	seq     uint64
 }
 
-// withNeighbourScores adds to each result of the pool res its
-// NeighborScore, re-ranks and cuts to k.
-func withNeighbourScores(res []SearchResult, k int) []SearchResult {
+// rankPool re-ranks the pool res of a search for query: each result gains
+// its NeighborScore, is weighed by its author (see weighAuthors) and gains
+// its WhenScore, weighed alike (see addWhenBonus); it keeps the best k.
+func rankPool(res []SearchResult, query string, k int) []SearchResult {
+	addNeighbourScores(res)
+	weighAuthors(res, query)
+	addWhenBonus(res, query, k)
+	slices.SortStableFunc(res, func(a, b SearchResult) int { return cmp.Compare(b.Score, a.Score) })
+	return res[:min(k, len(res))]
+}
+
+// addNeighbourScores adds to each result of the pool res its NeighborScore,
+// from its neighbours' scores in the index.
+func addNeighbourScores(res []SearchResult) {
 	score := make(map[seqKey]float64, len(res))
 	for _, x := range res {
 		score[seqKey{x.SessionID, x.Seq}] = x.Score
@@ -63,6 +74,4 @@ func withNeighbourScores(res []SearchResult, k int) []SearchResult {
 		}
 		x.Score += x.NeighborScore // score keeps the index's scores
 	}
-	slices.SortStableFunc(res, func(a, b SearchResult) int { return cmp.Compare(b.Score, a.Score) })
-	return res[:min(k, len(res))]
 }

@@ -29,7 +29,7 @@ func TestNeighbourScoresByDistance(t *testing.T) {
 	for _, r := range res {
 		before[r.ID] = r.Score
 	}
-	got := withNeighbourScores(res, len(res))
+	got := rankPool(res, "", len(res))
 	for i, r := range got {
 		if math.Abs(r.Score-want[r.ID]) > 1e-9 || math.Abs(r.NeighborScore-(want[r.ID]-before[r.ID])) > 1e-9 {
 			t.Errorf("%s: score %.4f (+%.4f), want %.4f", r.ID, r.Score, r.NeighborScore, want[r.ID])

@@ -60,29 +60,17 @@ func TestSearchUnknownWordsIgnoreEmptyMessages(t *testing.T) {
 // the answer to a matched question ranks above turns that share a word of
 // it, and says so in NeighborScore.
 func TestSearchNeighbourTurnsRank(t *testing.T) {
-	ctx := context.Background()
-	h := memorytest.Open(t)
-	turn := func(role memory.Role, text string) *memory.Message { return &memory.Message{Role: role, Content: text} }
-	msgs := []*memory.Message{
-		turn(memory.RoleUser, "This week was long, the garden needed water every day."),
-		turn(memory.RoleAssistant, "Sounds like a busy week."),
-		turn(memory.RoleUser, "Who takes the pager for the on-call rotation this week?"),
-		turn(memory.RoleAssistant, "Dana does, until Friday morning."),
-		turn(memory.RoleUser, "Next week I visit my sister in Porto."),
-		turn(memory.RoleAssistant, "Enjoy the trip and the pastries."),
-		turn(memory.RoleUser, "The rotation of the tyres is due this month."),
-		turn(memory.RoleAssistant, "Book the garage early."),
-	}
-	if _, err := h.Append(ctx, "chat", msgs); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res, err := h.Search(ctx, memory.SearchRequest{Query: "who is on call for the rotation this week", Sessions: []string{"chat"}, K: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	msgs := chat(
+		"This week was long, the garden needed water every day.",
+		"Sounds like a busy week.",
+		"Who takes the pager for the on-call rotation this week?",
+		"Dana does, until Friday morning.",
+		"Next week I visit my sister in Porto.",
+		"Enjoy the trip and the pastries.",
+		"The rotation of the tyres is due this month.",
+		"Book the garage early.",
+	)
+	res := searchChat(t, msgs, "who is on call for the rotation this week", 3)
 	var got []string
 	for _, r := range res {
 		got = append(got, fmt.Sprintf("%q %.2f (+%.2f)", r.Content, r.Score, r.NeighborScore))
@@ -90,4 +78,100 @@ func TestSearchNeighbourTurnsRank(t *testing.T) {
 	if len(res) < 2 || res[1].Content != "Dana does, until Friday morning." || res[1].NeighborScore <= 0 {
 		t.Errorf("the answer is not second, brought up by its question: %v", got)
 	}
+}
+
+// A question that names one of a conversation's speakers ranks that
+// speaker's answer above the other speaker's turn that shares more of its
+// words, names included.
+func TestSearchNamedAuthorFirst(t *testing.T) {
+	turn := func(name, text string) *memory.Message {
+		role := memory.RoleUser
+		if name == "Bruno" {
+			role = memory.RoleAssistant
+		}
+		return &memory.Message{Role: role, Name: name, Content: text}
+	}
+	msgs := []*memory.Message{
+		turn("Alma", "Morning! The bus was late again today."),
+		turn("Bruno", "Alma, you mentioned the garden: do you grow anything in the garden this year, Alma?"),
+		turn("Alma", "Not sure yet, the weather has been odd."),
+		turn("Bruno", "My brother moved to Lisbon last month."),
+		turn("Alma", "I grow tomatoes and basil in the garden."),
+		turn("Bruno", "The football match ran late yesterday."),
+		turn("Alma", "I finished the novel about the lighthouse."),
+		turn("Bruno", "We should meet for lunch next week."),
+	}
+	res := searchChat(t, msgs, "What does Alma grow in her garden?", 3)
+	var got []string
+	for _, r := range res {
+		got = append(got, fmt.Sprintf("%s %q %.2f (x%.1f)", r.Name, r.Content, r.Score, r.AuthorWeight))
+	}
+	if len(res) < 2 || res[0].Content != "I grow tomatoes and basil in the garden." || res[0].AuthorWeight != 1 {
+		t.Fatalf("Alma's answer is not first: %v", got)
+	}
+	for _, r := range res {
+		if want := map[string]float64{"Alma": 1, "Bruno": 0.6}[r.Name]; r.AuthorWeight != want {
+			t.Errorf("%s's result has author weight %v, want %v", r.Name, r.AuthorWeight, want)
+		}
+	}
+}
+
+// searchChat stores msgs as session "chat" of a new service and answers a
+// hybrid search of it for query.
+func searchChat(t *testing.T, msgs []*memory.Message, query string, k int) []memory.SearchResult {
+	t.Helper()
+	ctx := context.Background()
+	h := memorytest.Open(t)
+	if _, err := h.Append(ctx, "chat", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Search(ctx, memory.SearchRequest{Query: query, Sessions: []string{"chat"}, K: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A question that asks when ranks the turn that states a time above one
+// that matches its words as well but says no time, and says so in
+// WhenScore; a question that does not ask when adds nothing.
+func TestSearchWhenStatesTime(t *testing.T) {
+	msgs := chat(
+		"Moving to Porto was a good move, the harbour is lovely.",
+		"The pastries alone are worth it.",
+		"My sister keeps bees on her roof, far from Porto, up in the hills where the summers are long and dry.",
+		"Does the honey taste of the flowers there, or of the pine trees along the road to Porto?",
+		"We moved to Porto last spring, after the wedding.",
+		"A busy season for you.",
+	)
+	const timed = "We moved to Porto last spring, after the wedding."
+	res := searchChat(t, msgs, "When did you move to Porto?", 3)
+	var got []string
+	for _, r := range res {
+		got = append(got, fmt.Sprintf("%q %.2f (+%.2f)", r.Content, r.Score, r.WhenScore))
+	}
+	if len(res) == 0 || res[0].Content != timed || res[0].WhenScore <= 0 {
+		t.Errorf("the turn that says when is not first: %v", got)
+	}
+	for _, r := range searchChat(t, msgs, "Did you move to Porto?", 3) {
+		if r.WhenScore != 0 {
+			t.Errorf("%q gained %.2f for a question that does not ask when", r.Content, r.WhenScore)
+		}
+	}
+}
+
+// chat is a conversation of texts, the user's and the assistant's in turn.
+func chat(texts ...string) []*memory.Message {
+	msgs := make([]*memory.Message, len(texts))
+	for i, text := range texts {
+		role := memory.RoleUser
+		if i%2 == 1 {
+			role = memory.RoleAssistant
+		}
+		msgs[i] = &memory.Message{Role: role, Content: text}
+	}
+	return msgs
 }

@@ -75,7 +75,7 @@ func TestTermsExcluded(t *testing.T) {
 		{"the cat and the hat", "and"},
 		{"I think it would be great", "think"},
 		{"it's done", "it"},
-		{"Caroline's car", "s"},
+		{"Corinne's car", "s"},
 		{"page 12 of it", "12"},
 		{"the 3rd time", "3rd"},
 		{"a b c", "b"},

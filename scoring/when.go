@@ -8,7 +8,7 @@ import (
 // A question that asks when (or for how long) is answered by a message that
 // states a time: "yesterday", "last year", "seven years now", "in May",
 // "2022". Neither its words nor its vector say so: the answer to "When did
-// Jon get mentored?" says "I got mentored yesterday", and nothing of
+// Teodor start his apprenticeship?" says "I started at the boatyard yesterday", and nothing of
 // "yesterday" is in the question. On LoCoMo dev, 81% of the evidence turns
 // of temporal questions state a time against 14% of all turns.
 

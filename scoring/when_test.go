@@ -9,12 +9,12 @@ import (
 
 func TestAsksWhen(t *testing.T) {
 	for prompt, want := range map[string]bool{
-		"When did Jon receive mentorship?":              true,
-		"How long has Melanie been practicing art?":     true,
-		"What year did Caroline move?":                  true,
+		"When did Teodor start his apprenticeship?":     true,
+		"How long has Marisol been restoring boats?":    true,
+		"What year did Corinne move?":                   true,
 		"Which month was the recital?":                  true,
 		"How many years has she painted?":               true,
-		"What did Melanie paint?":                       false,
+		"What did Marisol restore?":                     false,
 		"How many paintings did she sell?":              false,
 		"Is the deploy done? how is it going":           false,
 		"what is the time complexity of this function?": false, // "what is", not "what time"
@@ -27,10 +27,10 @@ func TestAsksWhen(t *testing.T) {
 
 func TestStatesTime(t *testing.T) {
 	for text, want := range map[string]bool{
-		"I got mentored by this amazing business dude yesterday!": true,
-		"We had a blast last year at the Pride fest.":             true,
-		"Seven years now, and I've found my muses.":               true,
-		"Last Fri I took my kids to a pottery workshop.":          true,
+		"The harbour master showed me the knots yesterday!":      true,
+		"We sailed to the island last year for the regatta.":     true,
+		"Eleven years now, and the hull still floats.":           true,
+		"Last Fri I took my nephews to the rope museum.":         true,
 		"The recital is in May.":                                  true,
 		"We moved in 2019.":                                       true,
 		"See you on Saturday":                                     true,
@@ -46,7 +46,7 @@ func TestStatesTime(t *testing.T) {
 }
 
 func TestWhenBonusRanksATimeFirst(t *testing.T) {
-	cands, docs := chat("I went to the pottery class and loved it.", "I went to the pottery class yesterday.")
+	cands, docs := chat("I went to the rigging class and loved it.", "I went to the rigging class yesterday.")
 	for i := range cands {
 		cands[i].StatesTime = StatesTime(cands[i].Text)
 	}

@@ -262,6 +262,9 @@ type agentReport struct {
 	// the sessions' status measured of it, in % of prompt tokens
 	CachedPrefixPct, SessionCacheHitPct float64
 	CacheWritePct                       float64 // Anthropic's cache writes
+	// through the gateway: the cost per call of what the model was sent
+	// (uncached + a tenth of cached, as the model reported them)
+	ModelCostPerCall float64
 }
 
 // runAgentEval replays the runs against the server and sums the figures.

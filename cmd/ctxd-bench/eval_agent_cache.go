@@ -81,6 +81,9 @@ type agentCache struct {
 	budget    int
 	kept      int // compact-at-limit: where its kept history starts
 	prev      [agentViews][]viewMsg
+	// cached, if set, is what a provider reads of a shared prefix of so
+	// many tokens (the gateway eval's OpenAI rule); nil: all of it.
+	cached func(shared int) int
 }
 
 func newAgentCache(msgs []agentMessage, toks []int, firstAsst, budget int) *agentCache {
@@ -139,7 +142,11 @@ func (c *agentCache) step(i int, win []api.WindowMessage, acc *agentAcc) []strin
 		for _, m := range v {
 			acc.Views[k].Tokens += m.tokens
 		}
-		acc.Views[k].Cached += cachedPrefix(c.prev[k], v)
+		hit := cachedPrefix(c.prev[k], v)
+		if c.cached != nil {
+			hit = c.cached(hit)
+		}
+		acc.Views[k].Cached += hit
 		c.prev[k] = v
 	}
 	return compact

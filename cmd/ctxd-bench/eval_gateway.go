@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"reflect"
@@ -243,6 +244,7 @@ func runGatewayEval(ctx context.Context, o agentOptions, runs []agentRun) (_ *ag
 	rep.CachedPrefixPct = pctOf(model.cachedSum, model.promptSum)
 	rep.SessionCacheHitPct = pctOf(model.sessionCached, model.sessionInput)
 	rep.CacheWritePct = pctOf(model.writeSum, model.promptSum)
+	rep.ModelCostPerCall = math.RoundToEven((float64(model.promptSum-model.cachedSum) + agentCachedRead*float64(model.cachedSum)) / float64(max(1, rep.Acc.Calls)))
 	// The check: what the sessions measured from the model's reports is
 	// what the model reported, token for token.
 	if model.sessionInput != model.promptSum || model.sessionCached != model.cachedSum || model.sessionWrite != model.writeSum {
@@ -299,6 +301,14 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 	}
 	firstAsst := slices.IndexFunc(msgs, func(m agentMessage) bool { return m.Role == "assistant" })
 	needs := newAgentNeeds(msgs, firstAsst)
+	// The baselines' windows, for compact-at-limit's cost beside the
+	// model's (ctxd's own view is what the model reports).
+	cache := newAgentCache(msgs, toks, firstAsst, o.Budget)
+	if o.GatewayAPI != gatewayAnthropic {
+		// By the rule the model reports ctxd's by: the same provider
+		// would serve compact-at-limit's prefix in the same steps.
+		cache.cached = fakemodel.OpenAICached
+	}
 	var lat []float64
 	stored := 0 // the messages the session holds after the last call
 	noted := firstAsst
@@ -360,6 +370,7 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 			}
 		}
 		acc.Invalid += agentInvalidPairs(win)
+		cache.step(i, nil, acc)
 		needs.count(i, needs.at(i), texts, agentBaseline(msgs, toks, firstAsst, i, o.Budget), nil, acc)
 
 		st, err := cl.Session(ctx, sid)
@@ -385,6 +396,8 @@ func gatewayReplay(ctx context.Context, cl *evalClient, model *gatewayModel, tok
 // gateway's time per call (less the model's) and its flush turns.
 func gatewayFigures(r *agentReport, f jsonObject) jsonObject {
 	out := jsonObject{{"through", "gateway"}}
+	v := r.Acc.Views[viewCompact]
+	compact := math.RoundToEven((float64(v.Tokens-v.Cached) + agentCachedRead*float64(v.Cached)) / float64(max(1, r.Acc.Calls)))
 	for _, kv := range f {
 		switch kv.Key {
 		case "context_calls":
@@ -408,5 +421,13 @@ func gatewayFigures(r *agentReport, f jsonObject) jsonObject {
 		// of its previous request, as OpenAI caches), and what the
 		// sessions' status measured from those reports: they must agree
 		jsonField{"model_cached_prefix_pct", r.CachedPrefixPct},
-		jsonField{"session_cache_hit_pct", r.SessionCacheHitPct})
+		jsonField{"session_cache_hit_pct", r.SessionCacheHitPct},
+		// the cost per call of what the model was sent, against
+		// compact-at-limit's over the same calls, its cached prefix read
+		// by the provider's rule the model applies (OpenAI's 1,024-token
+		// floor and 128-token steps; Anthropic's agent marks its newest
+		// message, so the whole shared prefix)
+		jsonField{"model_cost_per_call", int(r.ModelCostPerCall)},
+		jsonField{"compact_at_limit_cost_per_call", int(compact)},
+		jsonField{"model_cost_vs_compact_at_limit", pyRound(r.ModelCostPerCall/math.Max(1, compact), 2)})
 }

@@ -12,7 +12,7 @@ func newRestoreColdCmd() *cobra.Command {
 		Use:   "restore-cold",
 		Short: "Bring cold originals back into the store from the cold mirror when the store lost them (server stopped)",
 		Long: "Import into a stopped server's store the cold originals (dropped and summarized messages) of every " +
-			"session the store lacks but the cold mirror (cold/<tenant>/<session>.jsonl) still has: after the store " +
+			"session the store lacks but the cold mirror (cold/<tenant>/<session>.jsonl.gz) still has: after the store " +
 			"was lost, the mirror is their last copy. Each comes back as a session of its cold messages, with their " +
 			"ids, the server's default settings and vectors from the configured embedder (--embed-url etc., as for " +
 			"serve); sessions the store has are left alone. The full-text index is then rebuilt from the store. " +

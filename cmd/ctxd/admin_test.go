@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,7 +193,21 @@ func TestAdminImportWithAnotherModelReembeds(t *testing.T) {
 
 // coldFile is a session's cold mirror file.
 func coldFile(dir, session string) string {
-	return filepath.Join(dir, "cold", memory.DefaultTenant, session+".jsonl")
+	return filepath.Join(dir, "cold", memory.DefaultTenant, session+".jsonl.gz")
+}
+
+// readColdFile is what zcat prints for a cold mirror file.
+func readColdFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(z)
 }
 
 func TestAdminVerifyFindsAndRepairs(t *testing.T) {
@@ -317,7 +333,11 @@ func TestAdminRefusesWhileServerRuns(t *testing.T) {
 
 func readLines(t *testing.T, path string) []string {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	read := os.ReadFile
+	if strings.HasSuffix(path, ".gz") {
+		read = readColdFile
+	}
+	b, err := read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,9 +365,19 @@ func lineID(t *testing.T, line string) string {
 	return c.ChunkID
 }
 
+// writeFile writes s to path, gzipped if path ends in .gz (a cold mirror
+// file).
 func writeFile(t *testing.T, path, s string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+	b := []byte(s)
+	if strings.HasSuffix(path, ".gz") {
+		var buf bytes.Buffer
+		z := gzip.NewWriter(&buf)
+		z.Write(b)
+		z.Close()
+		b = buf.Bytes()
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

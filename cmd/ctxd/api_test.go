@@ -401,8 +401,9 @@ func TestSearchScoreParts(t *testing.T) {
 			t.Fatalf("result %d: %v, want %q with score_parts", i, r, want)
 		}
 		fused := 0.7*parts["text"].(float64) + 0.3*parts["vector"].(float64)
-		if got := r["score"].(float64); math.Abs(got-fused-parts["neighbor"].(float64)) > 1e-9 {
-			t.Errorf("result %d: score %v is not 0.7 text + 0.3 vector + neighbor (%v)", i, got, parts)
+		want := (fused + parts["neighbor"].(float64) + parts["when"].(float64)) * parts["author"].(float64)
+		if got := r["score"].(float64); math.Abs(got-want) > 1e-9 {
+			t.Errorf("result %d: score %v is not (0.7 text + 0.3 vector + neighbor + when) * author (%v)", i, got, parts)
 		}
 	}
 	if n := res[1].(map[string]any)["score_parts"].(map[string]any)["neighbor"].(float64); n <= 0 {

@@ -301,7 +301,7 @@ func TestSIGKILLColdMirror(t *testing.T) {
 		}
 		mustConsistent(t, dir, fmt.Sprintf("after kill round %d and a restart", round))
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "cold", memory.DefaultTenant, "*.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(dir, "cold", memory.DefaultTenant, "*.jsonl.gz"))
 	t.Logf("%d kill rounds, %d session deletes, cold findings left by the kills %v, all reconciled at start; %d mirror files",
 		coldKillRounds, deletes, drift, len(files))
 	if deletes == 0 {
@@ -355,7 +355,7 @@ func TestRecoveredKeepsMirrorLine(t *testing.T) {
 	recovered, other := cold[0], cold[1]
 	ts.mustDo(200, "POST", "/v1/sessions/s/messages/"+recovered+"/recover", nil)
 	ts.mustDo(204, "DELETE", "/v1/messages/"+other, nil)
-	b, err := os.ReadFile(coldFile(dir, "s"))
+	b, err := readColdFile(coldFile(dir, "s"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,10 +128,15 @@ func TestAutoCompactionUnderBudget(t *testing.T) {
 		t.Fatal("nothing cold")
 	}
 	if hasMirror(ts.Dir) {
-		mirror := readEvents(t, filepath.Join(ts.Dir, "cold", "default", "auto.jsonl"))
+		var mirror []map[string]any
 		inMirror := map[string]bool{}
-		for _, c := range mirror {
-			inMirror[c["chunk_id"].(string)] = true
+		for _, line := range readLines(t, coldFile(ts.Dir, "auto")) {
+			var c map[string]any
+			if err := json.Unmarshal([]byte(line), &c); err != nil {
+				t.Fatalf("mirror line %q: %v", line, err)
+			}
+			mirror = append(mirror, c)
+			inMirror[lineID(t, line)] = true
 		}
 		for _, c := range cold {
 			if !inMirror[c.(map[string]any)["id"].(string)] {

@@ -108,17 +108,23 @@ func recordOffset(t *testing.T, dir, id string) (int, int) {
 // damageByte flips one byte of the stopped server's ctxd.db in place.
 func damageByte(t *testing.T, dir string, off int) {
 	t.Helper()
-	f, err := os.OpenFile(server.StorePath(dir), os.O_RDWR, 0)
+	damageFileByte(t, server.StorePath(dir), int64(off))
+}
+
+// damageFileByte flips a bit of the byte at off in the file at path.
+func damageFileByte(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, int64(off)); err != nil {
+	if _, err := f.ReadAt(b, off); err != nil {
 		t.Fatal(err)
 	}
 	b[0] ^= 0x20
-	if _, err := f.WriteAt(b, int64(off)); err != nil {
+	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +121,7 @@ func TestEditMessageContent(t *testing.T) {
 	if d := until.Sub(ts.now()); d < 29*24*time.Hour || d > 31*24*time.Hour {
 		t.Fatalf("recoverable_until %v is not 30 days away", until)
 	}
-	if b, err := os.ReadFile(coldFile(dir, "e")); hasMirror(dir) && (err != nil || !strings.Contains(string(b), v) || !strings.Contains(string(b), `"version_of":"`+u)) {
+	if b, err := readColdFile(coldFile(dir, "e")); hasMirror(dir) && (err != nil || !strings.Contains(string(b), v) || !strings.Contains(string(b), `"version_of":"`+u)) {
 		t.Fatalf("cold mirror lacks the earlier version: %v %s", err, b)
 	}
 
@@ -357,7 +356,7 @@ func TestDeleteMessage(t *testing.T) {
 				t.Fatalf("search still finds deleted cold message %s", cold)
 			}
 		}
-		b, err := os.ReadFile(coldFile(dir, "d"))
+		b, err := readColdFile(coldFile(dir, "d"))
 		if !hasMirror(dir) {
 			b, err = nil, nil // none on PostgreSQL
 		}

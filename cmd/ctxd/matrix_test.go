@@ -223,6 +223,12 @@ func matrixCases() []matrixCase {
 			}},
 		{name: "mirror garbage line", want: outRepaired, says: "mirror",
 			damage: func(t *testing.T, dir string, _ *matrixSeed) { appendTo(t, mirror("gamma")(dir), "}}garbage{{\n") }},
+		{name: "mirror one byte flipped in a compressed segment", want: outRepaired, says: "damaged compressed segment",
+			damage: func(t *testing.T, dir string, _ *matrixSeed) {
+				p := mirror("alpha")(dir)
+				fi, _ := os.Stat(p)
+				damageFileByte(t, p, fi.Size()/2)
+			}},
 		{name: "mirror file missing", want: outRepaired, says: "mirror",
 			damage: func(t *testing.T, dir string, _ *matrixSeed) { os.Remove(mirror("alpha")(dir)) }},
 		{name: "mirror stale line", want: outRepaired, says: "mirror",
