@@ -98,6 +98,8 @@ func (s *Service) compactLocked(ctx context.Context, tenant, sessionID string, r
 		return nil, err
 	}
 	defer s.compactSem.release()
+	// Its scores read the index.
+	s.syncPending(ctx, tenant, []string{sessionID})
 	start := time.Now() // after the wait: took_ms is the compaction's own time
 	sess, err := s.Store.Session(ctx, tenant, sessionID)
 	if err != nil {

@@ -26,6 +26,7 @@ const DefaultCatchUpWait = 2 * time.Second
 // what the build has not reached.
 func (s *Service) catchUp(ctx context.Context, sessions []string) error {
 	if !s.SharedStore {
+		s.syncPending(ctx, TenantFromContext(ctx), sessions)
 		return nil
 	}
 	building := s.ix.building.Load()

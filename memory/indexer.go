@@ -21,6 +21,7 @@ type indexer struct {
 
 	mu        sync.Mutex    // one replay at a time; concurrent writers share it
 	watermark atomic.Uint64 // last change the index holds
+	pending   pendingWrites // writes answered before the index held them
 	lastErr   atomic.Pointer[error]
 
 	// loader is the index, when its vectors load after open (see
@@ -449,7 +450,11 @@ func (s *Service) syncIndex(ctx context.Context) {
 // syncIndexSoon brings the index up to date in the background, within
 // indexLag; one pending catch-up covers every change before it starts.
 // Close waits for it.
-func (s *Service) syncIndexSoon() {
+func (s *Service) syncIndexSoon() { s.syncIndexAfter(indexLag) }
+
+// syncIndexAfter is syncIndexSoon within lag, unless a catch-up is queued
+// already, or Wait starts it sooner.
+func (s *Service) syncIndexAfter(lag time.Duration) {
 	if !s.syncQueued.CompareAndSwap(false, true) {
 		return
 	}
@@ -459,7 +464,8 @@ func (s *Service) syncIndexSoon() {
 		defer s.wg.Done()
 		defer s.bg.Done()
 		select {
-		case <-time.After(indexLag):
+		case <-time.After(lag):
+		case <-s.syncKick:
 		case <-s.closing:
 		}
 		s.syncQueued.Store(false)

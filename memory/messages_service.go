@@ -103,7 +103,7 @@ func (s *Service) AppendWith(ctx context.Context, sessionID string, msgs []*Mess
 		res.Session = s.status(sess)
 		return res, nil
 	}
-	s.syncIndex(ctx)
+	s.deferIndex(ctx, tenant, sessionID, messageBytes(fresh))
 	res.Session, res.Compaction = s.afterAppend(ctx, tenant, sessionID, sess, opt.Untold)
 	return res, nil
 }

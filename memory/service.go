@@ -77,8 +77,9 @@ type Service struct {
 	counts       countCache
 	compactSem   semaphore
 	embedSem     semaphore
-	queued       sync.Map    // tenant\x00session -> background compaction queued
-	syncQueued   atomic.Bool // a background index catch-up is pending
+	queued       sync.Map      // tenant\x00session -> background compaction queued
+	syncQueued   atomic.Bool   // a background index catch-up is pending
+	syncKick     chan struct{} // starts the pending catch-up now (Wait)
 	mirror       mirrorHealth
 	nextExpiry   atomic.Int64 // unix ns of the earliest cold retention the last purge saw; 0: none
 	blank        blankVector  // see queryVector
@@ -130,6 +131,7 @@ func (s *Service) Open(ctx context.Context) error {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.closing = cancel, loopCtx.Done()
+	s.syncKick = make(chan struct{}, 1)
 	s.wg.Add(1)
 	go s.maintain(loopCtx)
 	s.failed = make(chan error, 1)
@@ -180,6 +182,11 @@ func (s *Service) Open(ctx context.Context) error {
 // change in the store: what a caller wrote and compacted is then searchable
 // and settled. Tests wait with it instead of sleeping.
 func (s *Service) Wait(ctx context.Context) error {
+	// The catch-up deferred appends queued need not wait out its delay.
+	select {
+	case s.syncKick <- struct{}{}:
+	default:
+	}
 	done := make(chan struct{})
 	go func() {
 		s.bg.Wait()

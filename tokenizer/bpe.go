@@ -2,14 +2,18 @@ package tokenizer
 
 import (
 	"container/heap"
+	"hash/maphash"
 	"math"
+	"strings"
+	"sync/atomic"
 )
 
 // bpe counts tokens: split the text into pieces (split.go), then merge each
 // piece's bytes by rank. A piece in the vocabulary is one token; most are.
 type bpe struct {
-	ranks map[string]int
-	split splitter
+	ranks  map[string]int
+	split  splitter
+	merged pieceCache
 }
 
 // count is len(tiktoken's EncodeOrdinary(text)) for valid UTF-8 text.
@@ -27,10 +31,49 @@ func (b *bpe) count(text string) int {
 		if _, ok := b.ranks[piece]; ok {
 			n++
 		} else {
-			n += mergeCount(piece, b.ranks)
+			n += b.merged.count(piece, b.ranks)
 		}
 		i = j
 	}
+	return n
+}
+
+// pieceCache remembers the counts of recently merged pieces, as Hugging
+// Face's BPE keeps a cache of words: the pieces outside the vocabulary
+// (identifiers, names, made-up words) repeat within and across the tool
+// outputs and logs agents write, and merging one costs dozens of rank
+// lookups where the cache costs one hash. Direct-mapped, lock-free: a
+// slot holds the last piece hashed to it, so the cache is bounded
+// (pieceSlots entries of at most shortPiece bytes, about 2 MB when full).
+type pieceCache struct {
+	seed  maphash.Seed
+	slots []atomic.Pointer[pieceCount]
+}
+
+type pieceCount struct {
+	piece string
+	n     int
+}
+
+const pieceSlots = 1 << 14
+
+func newPieceCache() pieceCache {
+	return pieceCache{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[pieceCount], pieceSlots)}
+}
+
+// count is mergeCount(piece, ranks), from the cache when piece is in it.
+func (c *pieceCache) count(piece string, ranks map[string]int) int {
+	if len(piece) > shortPiece || c.slots == nil {
+		return mergeCount(piece, ranks)
+	}
+	slot := &c.slots[maphash.String(c.seed, piece)&(pieceSlots-1)]
+	if e := slot.Load(); e != nil && e.piece == piece {
+		return e.n
+	}
+	n := mergeCount(piece, ranks)
+	// A copy: piece is a slice of the caller's text, which must not stay
+	// in memory for it.
+	slot.Store(&pieceCount{strings.Clone(piece), n})
 	return n
 }
 

@@ -34,7 +34,7 @@ func newBPE(encoding string) (*bpe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load ranks of %s: %w", encoding, err)
 	}
-	b := &bpe{ranks: ranks, split: split}
+	b := &bpe{ranks: ranks, split: split, merged: newPieceCache()}
 	if err := check(encoding, b); err != nil {
 		return nil, err
 	}

@@ -244,3 +244,24 @@ func FuzzSplit(f *testing.F) {
 		checkCount(t, enc, text)
 	})
 }
+
+// Counts from the cache of merged pieces equal tiktoken-go's: enough made-up
+// words that many share a slot (about 2,000 of 8,192 in 16,384 slots), counted
+// twice (the second time from the cache where a word kept its slot).
+func TestCountCachedPiecesMatchTiktoken(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	syll := []string{"ka", "lo", "mi", "ten", "ra", "dus", "po", "ve", "shi", "an", "gor", "bel", "tri", "mon", "sa", "X", "9"}
+	var b strings.Builder
+	for range pieceSlots / 2 {
+		b.WriteByte(' ')
+		for range 2 + rng.IntN(4) {
+			b.WriteString(syll[rng.IntN(len(syll))])
+		}
+	}
+	text := b.String()
+	for enc := range specs {
+		for range 2 {
+			checkCount(t, enc, text)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package tokenizer_test
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -81,6 +82,30 @@ func BenchmarkCount60Words(b *testing.B) {
 	if err := tok.Warm(memory.EncodingO200k); err != nil {
 		b.Fatal(err)
 	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tok.Count(memory.EncodingO200k, text); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCountMadeUpWords counts log lines of words outside the
+// vocabulary (identifiers, made-up names), which take the merge loop, and
+// repeat, as in tool outputs.
+func BenchmarkCountMadeUpWords(b *testing.B) {
+	tok := tokenizer.New()
+	if err := tok.Warm(memory.EncodingO200k); err != nil {
+		b.Fatal(err)
+	}
+	words := []string{"kalomiten", "radusposhi", "anbelgor", "trimonsave", "shikadus", "velopotra", "gormonsaka", "belshiten"}
+	var sb strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&sb, "2024-05-0%dT10:00:%02d.000Z INFO %s/%s.go:%d %s err=%q\n", 1+i%9, i%60,
+			words[i%8], words[(i*3)%8], 10+i, words[(i*5)%8], words[(i*7)%8]+" "+words[(i+1)%8])
+	}
+	text := sb.String()
+	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := tok.Count(memory.EncodingO200k, text); err != nil {
