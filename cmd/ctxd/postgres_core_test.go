@@ -33,8 +33,6 @@ func TestCoreOnPostgres(t *testing.T) {
 		{"MessagesPaging", TestMessagesPaging},
 		{"SearchFilters", TestSearchFilters},
 		{"DeleteIsolation", TestDeleteIsolation},
-		{"ContextExactBudgetAndValidSequence", TestContextExactBudgetAndValidSequence},
-		{"ContextRecoversRelevantColdTurns", TestContextRecoversRelevantColdTurns},
 		{"AutoCompactionUnderBudget", TestAutoCompactionUnderBudget},
 		{"CompactDryRunAndProtection", TestCompactDryRunAndProtection},
 		{"RecoverAndFlush", TestRecoverAndFlush},
