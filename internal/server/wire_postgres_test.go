@@ -27,6 +27,9 @@ func TestCoreOnPostgres(t *testing.T) {
 	}{
 		{"ContextExactBudgetAndValidSequence", TestContextExactBudgetAndValidSequence},
 		{"ContextRecoversRelevantColdTurns", TestContextRecoversRelevantColdTurns},
+		{"AutoCompactionUnderBudget", TestAutoCompactionUnderBudget},
+		{"CompactDryRunAndProtection", TestCompactDryRunAndProtection},
+		{"RecoverAndFlush", TestRecoverAndFlush},
 	} {
 		t.Run(c.name, c.fn)
 	}
