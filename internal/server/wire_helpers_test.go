@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
@@ -77,12 +78,15 @@ type resp struct {
 	Raw    []byte
 }
 
-// errCode is the code of an error answer ("" for another).
-func (r resp) errCode() string {
+// errBody is the error of an error answer (empty for another).
+func (r resp) errBody() api.ErrorDetail {
 	var e api.ErrorBody
 	_ = json.Unmarshal(r.Raw, &e)
-	return e.Error.Code
+	return e.Error
 }
+
+// errCode is the code of an error answer ("" for another).
+func (r resp) errCode() string { return r.errBody().Code }
 
 func (ts *testServer) do(method, path string, body any) resp {
 	ts.t.Helper()
@@ -262,5 +266,151 @@ func checkReachable(t *testing.T, ts *testServer, session string, acked []string
 		if m.State == memory.StateSummarized && !sources[id] {
 			t.Fatalf("summarized message %s is in no summary's sources", id)
 		}
+	}
+}
+
+// API keys of two tenants and of an admin, for startWithKeys.
+const (
+	keyA     = "key-of-tenant-a-0123456789"
+	keyB     = "key-of-tenant-b-0123456789"
+	keyAdmin = "key-of-the-admin-0123456789"
+)
+
+func startWithKeys(t *testing.T, mutate ...func(*server.Config)) *testServer {
+	t.Helper()
+	keys, err := httpapi.ParseKeys("a:" + keyA + ",b:" + keyB + ",*:" + keyAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, t.TempDir(), append([]func(*server.Config){func(c *server.Config) { c.Keys = keys }}, mutate...)...)
+}
+
+// as returns a client of the same server that sends key (and, when given,
+// acts as tenant).
+func (ts *testServer) as(key string, tenant ...string) *testServer {
+	c := *ts
+	c.Header = http.Header{"Authorization": {"Bearer " + key}}
+	if len(tenant) > 0 {
+		c.Header.Set(api.TenantHeader, tenant[0])
+	}
+	return &c
+}
+
+// on returns a client of the same server that reports failures to t.
+func (ts *testServer) on(t testing.TB) *testServer {
+	c := *ts
+	c.t = t
+	return &c
+}
+
+// snapshot is everything the API shows of a session, to prove a refused
+// request changed nothing.
+func (ts *testServer) snapshot(session string) string {
+	ts.t.Helper()
+	st := ts.do("GET", "/v1/sessions/"+session, nil)
+	var status map[string]any
+	_ = json.Unmarshal(st.Raw, &status)
+	delete(status, "updated_at")
+	ms := ts.do("GET", "/v1/sessions/"+session+"/messages?state=all&limit=1000", nil)
+	sessions := ts.do("GET", "/v1/sessions?limit=1000", nil)
+	return fmt.Sprint(st.Status, status, ms.Status, string(ms.Raw), string(sessions.Raw))
+}
+
+func (ts *testServer) events(stream, session string) []api.Event {
+	ts.t.Helper()
+	var out api.EventList
+	ts.call(200, "GET", "/v1/events/"+stream+"?session_id="+session, nil, &out)
+	return out.Events
+}
+
+func (ts *testServer) message(id string) *api.Message {
+	ts.t.Helper()
+	var m api.Message
+	ts.call(200, "GET", "/v1/messages/"+id, nil, &m)
+	return &m
+}
+
+func (ts *testServer) patch(id string, p any) *api.Message {
+	ts.t.Helper()
+	var m api.Message
+	ts.call(200, "PATCH", "/v1/messages/"+id, p, &m)
+	return &m
+}
+
+// checkCounters asserts the session status agrees with its messages: counts
+// per state, summaries, and no id twice. It waits for background
+// compactions first (queued behind the compaction bound).
+func checkCounters(t *testing.T, ts *testServer, session string) []api.Message {
+	t.Helper()
+	if err := ts.Main.Service.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	msgs := ts.allMessages(session)
+	st := ts.session(session)
+	var counts memory.Counts
+	summaries := 0
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if seen[m.ID] {
+			t.Fatalf("message %s listed twice", m.ID)
+		}
+		seen[m.ID] = true
+		counts.Add(m.State, 1)
+		if m.Kind == "summary" {
+			summaries++
+		}
+	}
+	if st.Messages != counts {
+		t.Fatalf("status says %+v, messages say %+v", st.Messages, counts)
+	}
+	if st.Summaries != summaries {
+		t.Fatalf("status says %v summaries, messages say %v", st.Summaries, summaries)
+	}
+	return msgs
+}
+
+// checkTotals asserts the session's status agrees with its messages (counts,
+// summaries, no id twice), that each message's tokens are its exact cost,
+// and that the status's tokens are the sum over the working window (the
+// sessions here hold no tool output long enough to be pruned). It returns
+// the messages and what the pinned and system ones in the window cost.
+func checkTotals(t *testing.T, ts *testServer, session string) ([]api.Message, int) {
+	t.Helper()
+	msgs := checkCounters(t, ts, session)
+	window, pinned := 0, 0
+	for _, m := range msgs {
+		if exact := messageTokens(t, m); m.Tokens != exact {
+			t.Fatalf("message %s says %d tokens, its content counts %d", m.ID, m.Tokens, exact)
+		}
+		if !m.State.InWindow() {
+			continue
+		}
+		window += m.Tokens
+		if m.Pinned || (m.Role == memory.RoleSystem && m.Kind != "summary") {
+			pinned += m.Tokens
+		}
+	}
+	if got := ts.session(session).Tokens; got != window {
+		t.Fatalf("session %s says %d tokens, its window's messages add up to %d", session, got, window)
+	}
+	return msgs, pinned
+}
+
+// messageTokens is the exact cost of one message.
+func messageTokens(t *testing.T, m api.Message) int {
+	t.Helper()
+	return recount(t, []api.WindowMessage{{Message: m}}, "") - memory.ReplyPriming
+}
+
+// chat stores n turns of chatter, alternating user and assistant, four to a
+// write: enough writes to compact, fewer requests than one per turn.
+func chat(ts *testServer, session string, n int) {
+	ts.t.Helper()
+	for i := 0; i < n; i += 4 {
+		var batch []api.MessageIn
+		for j := i; j < min(i+4, n); j++ {
+			batch = append(batch, turn(j))
+		}
+		ts.store(session, batch...)
 	}
 }
