@@ -28,11 +28,6 @@ func TestCoreOnPostgres(t *testing.T) {
 		name string
 		fn   func(*testing.T)
 	}{
-		{"StoreRestartSearch", TestStoreRestartSearch},
-		{"SessionsAPI", TestSessionsAPI},
-		{"MessagesPaging", TestMessagesPaging},
-		{"SearchFilters", TestSearchFilters},
-		{"DeleteIsolation", TestDeleteIsolation},
 		{"EditMessageContent", TestEditMessageContent},
 		{"DeleteMessage", TestDeleteMessage},
 		{"IdempotencyKey", TestIdempotencyKey},

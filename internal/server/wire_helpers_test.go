@@ -59,12 +59,19 @@ func startServer(t testing.TB, dir string, mutate ...func(*server.Config)) *test
 		checkOnPostgres(t, cfg.DataDir)
 	}
 	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir, now: cfg.Clock}
-	t.Cleanup(func() {
-		if err := m.Close(); err != nil {
-			t.Errorf("close server: %v", err)
-		}
-	})
+	t.Cleanup(ts.Stop)
 	return ts
+}
+
+// Stop closes the server, before its test ends to start another on its
+// data dir; calling it twice is harmless.
+func (ts *testServer) Stop() {
+	if ts.Main != nil {
+		if err := ts.Main.Close(); err != nil {
+			ts.t.Errorf("close server: %v", err)
+		}
+		ts.Main = nil
+	}
 }
 
 // thirtyDays is the default retention, for the tests that check it.

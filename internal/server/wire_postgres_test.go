@@ -25,6 +25,11 @@ func TestCoreOnPostgres(t *testing.T) {
 		name string
 		fn   func(*testing.T)
 	}{
+		{"StoreRestartSearch", TestStoreRestartSearch},
+		{"SessionsAPI", TestSessionsAPI},
+		{"MessagesPaging", TestMessagesPaging},
+		{"SearchFilters", TestSearchFilters},
+		{"DeleteIsolation", TestDeleteIsolation},
 		{"ContextExactBudgetAndValidSequence", TestContextExactBudgetAndValidSequence},
 		{"ContextRecoversRelevantColdTurns", TestContextRecoversRelevantColdTurns},
 		{"AutoCompactionUnderBudget", TestAutoCompactionUnderBudget},
