@@ -17,10 +17,10 @@ import (
 )
 
 // TestCoreOnPostgres runs the core of the HTTP suite again with its
-// servers on PostgreSQL (startServer reads the test's name): sessions,
-// messages, context, search, compaction, edits, idempotency, the
-// gateway's sync of a resent history, MCP over HTTP and the dashboard's
-// pages. A subset, to keep `make test` short: the rest of the suite is
+// servers on PostgreSQL (startServer reads the test's name): edits with a
+// restart and the offline verify, the gateway's sync of a resent history,
+// MCP over HTTP and the dashboard's pages (internal/server's runs the
+// sessions, messages, context, search, compaction and idempotency ones). A subset, to keep `make test` short: the rest of the suite is
 // the same code above the memory.Store both backends pass the contract of.
 func TestCoreOnPostgres(t *testing.T) {
 	pgtest.DSN(t) // skips (or fails, in CI) here when there is no server
@@ -30,9 +30,6 @@ func TestCoreOnPostgres(t *testing.T) {
 	}{
 		{"EditMessageContent", TestEditMessageContent},
 		{"DeleteMessage", TestDeleteMessage},
-		{"IdempotencyKey", TestIdempotencyKey},
-		{"IdempotencyKeyConcurrentRetries", TestIdempotencyKeyConcurrentRetries},
-		{"ClientMessageIDs", TestClientMessageIDs},
 		{"GatewayOpenAIStoresResentHistoryOnce", TestGatewayOpenAIStoresResentHistoryOnce},
 		{"GatewayOpenAIDivergedHistorySupersedesTail", TestGatewayOpenAIDivergedHistorySupersedesTail},
 		{"MCPOverHTTP", TestMCPOverHTTP},

@@ -35,6 +35,9 @@ func TestCoreOnPostgres(t *testing.T) {
 		{"AutoCompactionUnderBudget", TestAutoCompactionUnderBudget},
 		{"CompactDryRunAndProtection", TestCompactDryRunAndProtection},
 		{"RecoverAndFlush", TestRecoverAndFlush},
+		{"IdempotencyKey", TestIdempotencyKey},
+		{"IdempotencyKeyConcurrentRetries", TestIdempotencyKeyConcurrentRetries},
+		{"ClientMessageIDs", TestClientMessageIDs},
 	} {
 		t.Run(c.name, c.fn)
 	}
