@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ctxd/ctxd/memory/pgstore"
 	"github.com/ctxd/ctxd/memory/pgstore/pgtest"
 )
 
@@ -73,34 +70,6 @@ func storeFlag(dir string) []string {
 func hasMirror(dir string) bool {
 	_, pg := pgDirs.Load(dir)
 	return !pg
-}
-
-// postgresEvents reads the event log stream of the server on dir from its
-// database, every tenant's events oldest first, decoded as readEvents
-// decodes a file's lines; ok is false for a server on an embedded store.
-func postgresEvents(t *testing.T, dir, stream string) (_ []map[string]any, ok bool) {
-	t.Helper()
-	dsn, pg := pgDirs.Load(dir)
-	if !pg {
-		return nil, false
-	}
-	st, err := pgstore.Open(context.Background(), dsn.(string), pgstore.Options{NoMigrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	evs, err := st.Events(nil).Tail(stream, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]map[string]any, len(evs))
-	for i, e := range evs {
-		b, _ := json.Marshal(e)
-		if err := json.Unmarshal(b, &out[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out, true
 }
 
 // checkOnPostgres fails a test that was to run on PostgreSQL and whose

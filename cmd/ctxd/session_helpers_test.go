@@ -4,12 +4,7 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -60,32 +55,4 @@ func checkReachable(t *testing.T, ts *testServer, session string, acked []string
 			t.Fatalf("summarized message %s is in no summary's sources", id)
 		}
 	}
-}
-
-// readEvents reads a JSONL file of a data dir: an event log's stream
-// (logs/STREAM.jsonl), read from the database for a server on PostgreSQL,
-// or a cold mirror file.
-func readEvents(t *testing.T, path string) []map[string]any {
-	t.Helper()
-	if logs := filepath.Dir(path); filepath.Base(logs) == "logs" {
-		if evs, ok := postgresEvents(t, filepath.Dir(logs), strings.TrimSuffix(filepath.Base(path), ".jsonl")); ok {
-			return evs
-		}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("open %s: %v", path, err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("%s: bad line %q: %v", path, sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
 }
