@@ -28,6 +28,9 @@ type Key struct {
 	Admin bool
 }
 
+// Identity is whose rate limit the key's requests are charged to.
+func (k Key) Identity() string { return "key:" + hex.EncodeToString(k.Hash[:8]) }
+
 var tenantName = regexp.MustCompile(`^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}$`)
 
 // ParseKeys reads "tenant:key,tenant2:key2". A key written "sha256:HEX" is
@@ -168,7 +171,7 @@ func (s *Server) authenticate(ip, token, asked, how string) (caller ui.Caller, i
 		return caller, ip, s.charge(ip, memory.Errorf(memory.EUNAUTHORIZED, "unknown API key"))
 	}
 	caller = ui.Caller{Tenant: k.Tenant, Admin: k.Admin}
-	identity = "key:" + hex.EncodeToString(k.Hash[:8])
+	identity = k.Identity()
 	if err := s.charge(identity, nil); err != nil {
 		return caller, identity, err
 	}

@@ -35,7 +35,7 @@ func (g *Gateway) Ratio(tenant, session string) float64 { return g.ratio(tenant,
 // take steps of n messages and wait for a value on gate before each; the
 // returned func restores both.
 func HoldBuild(n int, gate <-chan struct{}) func() {
-	batch, before := buildBatch, beforeBuildStep
-	buildBatch, beforeBuildStep = n, func() { <-gate }
-	return func() { buildBatch, beforeBuildStep = batch, before }
+	batch, slice, before := buildBatch, buildSlice, beforeBuildStep
+	buildBatch, buildSlice, beforeBuildStep = n, n, func() { <-gate }
+	return func() { buildBatch, buildSlice, beforeBuildStep = batch, slice, before }
 }

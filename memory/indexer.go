@@ -28,13 +28,15 @@ type indexer struct {
 	loader  VectorLoader
 	loadErr atomic.Pointer[error]
 
-	// background: a new, empty index is built in the background while
-	// the node answers (indexbuild.go); set for a shared store.
+	// background: a new, empty index (or one whose build a stopped node
+	// left unfinished) is built in the background while the node answers
+	// (indexbuild.go); set for a shared store.
 	background   bool
 	building     atomic.Bool
 	build        *buildState // guarded by mu; nil once built
 	buildIndexed atomic.Int64
 	buildTotal   atomic.Int64
+	prio         priority // requests the build lets go first
 }
 
 // ChangeBatch is how many changes or messages one batch of index work
@@ -60,6 +62,8 @@ func (ix *indexer) syncSessions(ctx context.Context, seq uint64, tenant string, 
 	if !ix.building.Load() {
 		return ix.sync(ctx, seq)
 	}
+	ix.prio.enter()
+	defer ix.prio.leave()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if err := ix.buildSessions(ctx, tenant, ids); err != nil {
@@ -178,9 +182,9 @@ func (ix *indexer) open(ctx context.Context) (building bool, err error) {
 		if err != nil {
 			return false, fmt.Errorf("read store seq: %w", err)
 		}
-		if fresh, err := ix.fresh(wm, last); err != nil || fresh {
+		if build, resumed, err := ix.toBuild(wm, last); err != nil || build {
 			if err == nil {
-				err = ix.startBuild(ctx, last)
+				err = ix.startBuild(ctx, last, resumed)
 			}
 			return err == nil, err
 		}

@@ -75,7 +75,15 @@ func (m *Main) openStore(ctx context.Context) (_ memory.Store, empty bool, err e
 // one several nodes share (nil: in the node's memory).
 func sharedLimiter(st memory.Store, cfg Config) middleware.RateLimiterStore {
 	if pg, ok := st.(*pgstore.Store); ok && cfg.RateLimit > 0 {
-		return pg.RateLimiter(cfg.RateLimit, cfg.RateBurst)
+		l := pg.RateLimiter(cfg.RateLimit, cfg.RateBurst)
+		// A key's bucket is its tenant's, so that a distributed database
+		// keeps it on the tenant's shard; client addresses have none.
+		tenants := make(map[string]string, len(cfg.Keys))
+		for _, k := range cfg.Keys {
+			tenants[k.Identity()] = k.Tenant
+		}
+		l.Tenant = func(identity string) string { return tenants[identity] }
+		return l
 	}
 	return nil
 }

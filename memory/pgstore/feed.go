@@ -111,12 +111,13 @@ var errNothingQueued = errors.New("no change queued")
 func (s *Store) number(ctx context.Context) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var last int64
-		if err := tx.QueryRow(ctx, `SELECT seq FROM change_counter FOR UPDATE`).Scan(&last); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT seq FROM change_counter WHERE tenant = $1 FOR UPDATE`, storeWide).Scan(&last); err != nil {
 			return err
 		}
 		// The snapshot of this statement is taken after the lock: a pass
 		// that held it before committed, and its deletions are seen.
-		rows, err := tx.Query(ctx, `DELETE FROM change_queue RETURNING id, tenant, op, session_id, message_id`)
+		rows, err := tx.Query(ctx, `/* all tenants: one pass numbers every tenant's changes */
+			DELETE FROM change_queue RETURNING id, tenant, op, session_id, message_id`)
 		if err != nil {
 			return err
 		}
@@ -147,7 +148,7 @@ func (s *Store) number(ctx context.Context) error {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"changes"}, []string{"tenant", "seq", "op", "session_id", "message_id"}, pgx.CopyFromRows(out)); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE change_counter SET seq = $1`, last+int64(len(q)))
+		_, err = tx.Exec(ctx, `UPDATE change_counter SET seq = $2 WHERE tenant = $1`, storeWide, last+int64(len(q)))
 		return err
 	})
 	if errors.Is(err, errNothingQueued) {
@@ -161,20 +162,22 @@ func (s *Store) number(ctx context.Context) error {
 func (s *Store) LastSeq(ctx context.Context) (uint64, error) {
 	var seq int64
 	var queued bool
-	err := s.pool.QueryRow(ctx, `SELECT seq, EXISTS (SELECT 1 FROM change_queue) FROM change_counter`).Scan(&seq, &queued)
+	err := s.pool.QueryRow(ctx, `/* all tenants: are any tenant's changes waiting for a number? */
+		SELECT seq, EXISTS (SELECT 1 FROM change_queue) FROM change_counter WHERE tenant = $1`, storeWide).Scan(&seq, &queued)
 	if err != nil || !queued {
 		return uint64(seq), dbErr(err)
 	}
 	if err := s.number(ctx); err != nil {
 		return 0, dbErr(err)
 	}
-	err = s.pool.QueryRow(ctx, `SELECT seq FROM change_counter`).Scan(&seq)
+	err = s.pool.QueryRow(ctx, `SELECT seq FROM change_counter WHERE tenant = $1`, storeWide).Scan(&seq)
 	return uint64(seq), dbErr(err)
 }
 
 // TrimChanges forgets entries up to upTo, keeping the newest KeepChanges
 // all the same: other nodes may not have them yet.
 func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM changes WHERE seq <= least($1, (SELECT seq FROM change_counter) - $2)`, int64(upTo), int64(s.keep))
+	_, err := s.pool.Exec(ctx, `/* all tenants: the feed is trimmed as a whole */
+		DELETE FROM changes WHERE seq <= least($2, (SELECT seq FROM change_counter WHERE tenant = $1) - $3)`, storeWide, int64(upTo), int64(s.keep))
 	return dbErr(err)
 }

@@ -169,7 +169,7 @@ func (s *Store) MessagesByID(ctx context.Context, tenant string, ids []string, w
 
 // Changes returns change-feed entries after a seq, in order.
 func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]memory.Change, error) {
-	sql := `SELECT seq, op, tenant, session_id, message_id FROM changes WHERE seq > $1 ORDER BY seq`
+	sql := `/* all tenants: a node follows every tenant's changes */ SELECT seq, op, tenant, session_id, message_id FROM changes WHERE seq > $1 ORDER BY seq`
 	if limit > 0 {
 		sql += fmt.Sprintf(` LIMIT %d`, limit)
 	}
@@ -196,7 +196,8 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]memory.
 // the vector index needs, without reading bodies.
 func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error, damaged func(*memory.DamagedRecord)) error {
 	return s.read(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, tenant, session_id, seq, state, role, kind, created_at, vector FROM messages WHERE vector IS NOT NULL ORDER BY tenant, session_id, seq`)
+		rows, err := tx.Query(ctx, `/* all tenants: the vector index is built from every tenant's vectors */
+			SELECT id, tenant, session_id, seq, state, role, kind, created_at, vector FROM messages WHERE vector IS NOT NULL ORDER BY tenant, session_id, seq`)
 		if err != nil {
 			return err
 		}
@@ -237,7 +238,7 @@ func (s *Store) ForEachMessage(ctx context.Context, fn func(*memory.Message) err
 // the first one fails the scan).
 func (s *Store) ScanMessages(ctx context.Context, fn func(*memory.Message) error, damaged func(*memory.DamagedRecord)) error {
 	return s.read(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT tenant, session_id, seq, id, body, vector FROM messages ORDER BY tenant, session_id, seq`)
+		rows, err := tx.Query(ctx, `/* all tenants: a scan of the whole store */ SELECT tenant, session_id, seq, id, body, vector FROM messages ORDER BY tenant, session_id, seq`)
 		if err != nil {
 			return err
 		}
@@ -278,7 +279,7 @@ func (s *Store) ReplaceVectors(ctx context.Context, vectors map[string][]float32
 		ids, vecs = append(ids, id), append(vecs, encodeVector(v))
 	}
 	return s.loggedTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE messages m SET vector = v.vector FROM unnest($1::text[], $2::bytea[]) AS v(id, vector)
+		rows, err := tx.Query(ctx, `/* all tenants: the embedding model is the store's */ UPDATE messages m SET vector = v.vector FROM unnest($1::text[], $2::bytea[]) AS v(id, vector)
 			WHERE m.id = v.id RETURNING m.tenant, m.session_id, m.id`, ids, vecs)
 		if err != nil {
 			return err
@@ -305,7 +306,7 @@ func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 
 func meta(ctx context.Context, q querier, key string) (string, error) {
 	var v string
-	err := q.QueryRow(ctx, `SELECT value FROM meta WHERE key = $1`, key).Scan(&v)
+	err := q.QueryRow(ctx, `SELECT value FROM meta WHERE tenant = $1 AND key = $2`, storeWide, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -314,6 +315,6 @@ func meta(ctx context.Context, q querier, key string) (string, error) {
 
 // SetMeta writes a store-wide setting.
 func (s *Store) SetMeta(ctx context.Context, key, value string) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+	_, err := s.pool.Exec(ctx, `INSERT INTO meta (tenant, key, value) VALUES ($1, $2, $3) ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value`, storeWide, key, value)
 	return dbErr(err)
 }

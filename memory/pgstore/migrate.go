@@ -111,7 +111,8 @@ var migrations = []string{
 	// node writes and any reads back: a node's own files showed a client
 	// only the events of the node it happened to ask. UNLOGGED, as the
 	// embedded log's lines are not fsynced: they explain, nothing is
-	// rebuilt from them. The newest KeepEvents of a stream are kept.
+	// rebuilt from them. The newest KeepEvents of a stream are kept
+	// (of a tenant's stream since version 7).
 	`CREATE UNLOGGED TABLE events (
 		tenant text COLLATE "C" NOT NULL,
 		stream text COLLATE "C" NOT NULL,
@@ -120,7 +121,38 @@ var migrations = []string{
 		PRIMARY KEY (tenant, stream, id)
 	);
 	CREATE INDEX events_by_stream ON events (stream, id);`,
+	// 7: every table's primary key starts with the tenant, so that the
+	// schema distributes by tenant as it is. The store-wide rows (the
+	// feed's counter, settings, the migrations' record) belong to the
+	// store-wide tenant, '' (no tenant is named ''): the column's default,
+	// so nodes of version 6 still running while new ones roll out read and
+	// write them as before. Rate-limit buckets go under the caller's
+	// tenant (anonymous addresses under ''): the table is emptied, which
+	// refills every bucket once.
+	`ALTER TABLE meta ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT '';
+	ALTER TABLE meta DROP CONSTRAINT meta_pkey, ADD PRIMARY KEY (tenant, key);
+	ALTER TABLE change_counter ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT '';
+	ALTER TABLE change_counter DROP CONSTRAINT change_counter_pkey, ADD PRIMARY KEY (tenant);
+	ALTER TABLE change_counter DROP COLUMN one;
+	ALTER TABLE schema_migrations ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT '';
+	ALTER TABLE schema_migrations DROP CONSTRAINT schema_migrations_pkey, ADD PRIMARY KEY (tenant, version);
+	DROP TABLE rate_limits;
+	CREATE UNLOGGED TABLE rate_limits (
+		tenant text COLLATE "C" NOT NULL,
+		identity text COLLATE "C" NOT NULL,
+		tokens double precision NOT NULL,
+		at timestamptz NOT NULL,
+		allowed boolean NOT NULL,
+		PRIMARY KEY (tenant, identity)
+	);`,
 }
+
+// storeWide is the tenant of the store's own rows (migration 7).
+const storeWide = ""
+
+// tenantColumns is the first version whose every table has the tenant
+// column; the migrations' record before it has none.
+const tenantColumns = 7
 
 // SchemaVersion is the schema version this binary writes.
 func SchemaVersion() int { return len(migrations) }
@@ -131,6 +163,11 @@ func SchemaVersion() int { return len(migrations) }
 // than this binary's: an older node must not write to tables it does not
 // know. It returns how many it applied.
 func (s *Store) Migrate(ctx context.Context) (int, error) {
+	return s.migrateTo(ctx, len(migrations))
+}
+
+// migrateTo applies the migrations up to version target.
+func (s *Store) migrateTo(ctx context.Context, target int) (int, error) {
 	// Two nodes creating the table at once: one of them gets a unique
 	// violation on the catalog; the table is there all the same.
 	create := `CREATE TABLE IF NOT EXISTS schema_migrations (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`
@@ -151,11 +188,11 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 		if err := refuseNewer(have); err != nil {
 			return err
 		}
-		for v := have + 1; v <= len(migrations); v++ {
+		for v := have + 1; v <= target; v++ {
 			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
 				return fmt.Errorf("migration %d: %w", v, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v); err != nil {
+			if err := recordVersion(ctx, tx, v); err != nil {
 				return err
 			}
 			applied++
@@ -165,12 +202,25 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 	return applied, err
 }
 
+// version reads the schema's version. Binaries of every version read it
+// so, before and after the record had a tenant column.
 func version(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (int, error) {
 	var v int
-	err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	err := q.QueryRow(ctx, `/* all tenants: the record has no tenant column before version 7 */
+		SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
 	return v, err
+}
+
+func recordVersion(ctx context.Context, tx pgx.Tx, v int) error {
+	var err error
+	if v < tenantColumns {
+		_, err = tx.Exec(ctx, `/* all tenants: no tenant column yet */ INSERT INTO schema_migrations (version) VALUES ($1)`, v)
+	} else {
+		_, err = tx.Exec(ctx, `INSERT INTO schema_migrations (tenant, version) VALUES ($1, $2)`, storeWide, v)
+	}
+	return err
 }
 
 func refuseNewer(have int) error {

@@ -148,3 +148,76 @@ func TestStatementTimeout(t *testing.T) {
 		t.Fatalf("the timed-out write stored something: last seq %d", sess.LastSeq)
 	}
 }
+
+// A database at version 6 with data (a session whose changes wait in the
+// queue, settings, a numbered feed, a rate-limit bucket) migrates to the
+// current schema with its data whole: the store-wide rows under the
+// store-wide tenant, the feed numbered on from where it was.
+func TestMigrateFromVersion6(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	old, err := connect(bg, dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if n, err := old.migrateTo(bg, 6); err != nil || n != 6 {
+		t.Fatalf("migrating to version 6: %d, %v", n, err)
+	}
+	for _, q := range []string{
+		`INSERT INTO meta (key, value) VALUES ('embed_model', 'm1'), ('embed_dim', '8')`,
+		`INSERT INTO changes (tenant, seq, op, session_id, message_id) VALUES ('t', 1, 'upsert', 'gone', 'x1'), ('t', 2, 'upsert', 'gone', 'x2')`,
+		`UPDATE change_counter SET seq = 2`,
+		`INSERT INTO rate_limits (identity, tokens, at, allowed) VALUES ('ip:10.0.0.1', 0, now(), false)`,
+	} {
+		if _, err := old.pool.Exec(bg, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// A version-6 node's write: its numbering pass fails on the new
+	// binary's statements, so its changes stay queued for the migration.
+	if _, err := old.Append(bg, "t", "s", storetest.NewSession("t", "s"), storetest.Msgs("m", 3)); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(bg, dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, err := version(bg, s.pool); err != nil || v != SchemaVersion() {
+		t.Fatalf("version after Open: %d, %v", v, err)
+	}
+	if m, err := s.Meta(bg, "embed_model"); err != nil || m != "m1" {
+		t.Fatalf("a setting after the migration: %q, %v", m, err)
+	}
+	if last, err := s.LastSeq(bg); err != nil || last != 5 {
+		t.Fatalf("last seq %d, %v; want the 2 numbered and the 3 queued", last, err)
+	}
+	changes, err := s.Changes(bg, 0, 0)
+	if err != nil || len(changes) != 5 || changes[4].MessageID != "m-002" || changes[4].Seq != 5 {
+		t.Fatalf("the feed after the migration: %+v, %v", changes, err)
+	}
+	if msgs, err := s.Messages(bg, "t", "s", memory.MessageQuery{}); err != nil || len(msgs) != 3 {
+		t.Fatalf("the session's messages: %d, %v", len(msgs), err)
+	}
+	if _, err := s.Append(bg, "t", "s", storetest.NewSession("t", "s"), storetest.Msgs("n", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := s.LastSeq(bg); last != 6 {
+		t.Fatalf("a write after the migration numbered %d, want 6", last)
+	}
+	// The buckets were emptied (a refill); the limiter works on the new table.
+	if ok, err := s.RateLimiter(0.001, 1).Allow("ip:10.0.0.1"); !ok || err != nil {
+		t.Fatalf("the emptied bucket: %v, %v", ok, err)
+	}
+	var tenants []string
+	rows, _ := s.pool.Query(bg, `/* all tenants: the test reads the record */ SELECT DISTINCT tenant FROM schema_migrations UNION ALL SELECT DISTINCT tenant FROM meta UNION ALL SELECT tenant FROM change_counter`)
+	for rows.Next() {
+		var tn string
+		_ = rows.Scan(&tn)
+		tenants = append(tenants, tn)
+	}
+	if rows.Err() != nil || len(tenants) != 3 || strings.Join(tenants, "") != "" {
+		t.Fatalf("tenants of the store-wide rows: %q, %v; want the store-wide one", tenants, rows.Err())
+	}
+}

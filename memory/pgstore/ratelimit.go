@@ -12,10 +12,13 @@ import (
 // times over as there are nodes. The database's clock refills the
 // buckets, so the nodes' clocks need not agree.
 type RateLimiter struct {
-	s     *Store
-	rate  float64 // tokens a second
-	burst float64
-	calls atomic.Uint64
+	s *Store
+	// Tenant names the tenant a caller's bucket belongs to; nil, or ""
+	// (a client address, without a key), is the store-wide tenant.
+	Tenant func(identity string) string
+	rate   float64 // tokens a second
+	burst  float64
+	calls  atomic.Uint64
 }
 
 // RateLimiter returns a limiter of rate requests a second with bursts of
@@ -28,8 +31,8 @@ func (s *Store) RateLimiter(rate float64, burst int) *RateLimiter {
 // ($2 a second, up to $3), takes one token when there is one and says
 // whether it did: one statement, the row locked for its length only (SET
 // reads the row as it was).
-const rateSQL = `INSERT INTO rate_limits AS r (identity, tokens, at, allowed) VALUES ($1, $3::float8 - 1, clock_timestamp(), true)
-	ON CONFLICT (identity) DO UPDATE SET
+const rateSQL = `INSERT INTO rate_limits AS r (tenant, identity, tokens, at, allowed) VALUES ($4, $1, $3::float8 - 1, clock_timestamp(), true)
+	ON CONFLICT (tenant, identity) DO UPDATE SET
 		allowed = least($3::float8, r.tokens + extract(epoch FROM clock_timestamp() - r.at)::float8 * $2::float8) >= 1,
 		tokens = least($3::float8, r.tokens + extract(epoch FROM clock_timestamp() - r.at)::float8 * $2::float8)
 			- CASE WHEN least($3::float8, r.tokens + extract(epoch FROM clock_timestamp() - r.at)::float8 * $2::float8) >= 1 THEN 1 ELSE 0 END,
@@ -47,10 +50,14 @@ func (l *RateLimiter) Allow(identity string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if l.calls.Add(1)%expireEvery == 0 {
-		_, _ = l.s.pool.Exec(ctx, `DELETE FROM rate_limits WHERE at < clock_timestamp() - make_interval(secs => $1)`, l.burst/l.rate)
+		_, _ = l.s.pool.Exec(ctx, `/* all tenants: expiry */ DELETE FROM rate_limits WHERE at < clock_timestamp() - make_interval(secs => $1)`, l.burst/l.rate)
+	}
+	tenant := storeWide
+	if l.Tenant != nil {
+		tenant = l.Tenant(identity)
 	}
 	var ok bool
-	if err := l.s.pool.QueryRow(ctx, rateSQL, identity, l.rate, l.burst).Scan(&ok); err != nil {
+	if err := l.s.pool.QueryRow(ctx, rateSQL, identity, l.rate, l.burst, tenant).Scan(&ok); err != nil {
 		return true, nil
 	}
 	return ok, nil

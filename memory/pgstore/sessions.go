@@ -53,7 +53,7 @@ func (s *Store) forEachSession(ctx context.Context, q querier, tenant, after str
 		args[2] = limit
 	}
 	if tenant == "" {
-		sql, args = `SELECT tenant, id, body FROM sessions ORDER BY tenant, id`, nil
+		sql, args = `/* all tenants: asked for */ SELECT tenant, id, body FROM sessions ORDER BY tenant, id`, nil
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
@@ -118,7 +118,7 @@ func (s *Store) DeleteSession(ctx context.Context, tenant, id string) error {
 
 // Tenants lists the tenants that have sessions.
 func (s *Store) Tenants(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT tenant FROM sessions ORDER BY tenant`)
+	rows, err := s.pool.Query(ctx, `/* all tenants: asked for */ SELECT DISTINCT tenant FROM sessions ORDER BY tenant`)
 	if err != nil {
 		return nil, dbErr(err)
 	}

@@ -1,11 +1,15 @@
 // Package pgstore is memory.Store on PostgreSQL: the system of record that
 // several ctxd nodes share.
 //
-// Every table's primary key starts with the tenant and every query of a
-// session's data names it, so the schema can be distributed by tenant
-// (Citus and the like) as it is. The store-wide tables are small and
-// global: the change feed's counter, meta and schema_migrations; the
-// change feed and its queue are keyed by tenant and read across tenants.
+// Every table's primary key starts with the tenant and every query names
+// it, so the schema can be distributed by tenant (Citus and the like) as
+// it is. The store's own rows (the change feed's counter, settings, the
+// migrations' record, anonymous callers' rate limits) belong to the
+// store-wide tenant, the empty name (storeWide). The statements that read
+// or write across tenants say so in a leading comment, /* all tenants:
+// why */: following the change feed, numbering it, scans of the whole
+// store (index builds, export, verify) and expiries; a distributed engine
+// runs them on every shard (schema_test.go checks both rules).
 //
 // Writes to one session are serialized by a row lock on the session
 // (SELECT ... FOR UPDATE), held by the write's transaction: two nodes
@@ -73,6 +77,24 @@ var (
 // string), applies the migrations it lacks and refuses a schema newer than
 // this binary knows.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	s, err := connect(ctx, dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.NoMigrate {
+		err = s.checkSchema(ctx)
+	} else {
+		_, err = s.Migrate(ctx)
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// connect opens the pools, leaving the schema as it is.
+func connect(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, memory.Errorf(memory.EINVALID, "store: %v", err)
@@ -107,15 +129,6 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := pool.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("connect to %s: %w", redact(cfg), dbErr(err))
-	}
-	if opts.NoMigrate {
-		err = s.checkSchema(ctx)
-	} else {
-		_, err = s.Migrate(ctx)
-	}
-	if err != nil {
-		s.Close()
-		return nil, err
 	}
 	return s, nil
 }
