@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxd/ctxd/internal/fakemodel"
 	"github.com/ctxd/ctxd/internal/numfmt"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 	openai "github.com/sashabaranov/go-openai"
 )
 
@@ -67,20 +68,20 @@ func TestGatewayPromptCacheShown(t *testing.T) {
 		t.Fatalf("status prompt_cache %v, want 4 calls, %d input, %d read", pc, prompt, cached)
 	}
 
-	fams := scrapeMetrics(t, ts)
+	fams := servertest.Scrape(t, ts.URL)
 	for name, want := range map[string]float64{
 		"ctxd_gateway_answers_with_usage_total": 4, "ctxd_gateway_input_tokens_total": float64(prompt),
 		"ctxd_gateway_cache_read_tokens_total": float64(cached), "ctxd_gateway_cache_write_tokens_total": 0,
 	} {
-		if got := metricValue(fams, name, nil); got != want {
+		if got := servertest.MetricValue(fams, name, nil); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	if got := metricValue(fams, "ctxd_gateway_prompt_cache_hit_ratio", nil); got < hit-0.0001 || got > hit+0.0001 {
+	if got := servertest.MetricValue(fams, "ctxd_gateway_prompt_cache_hit_ratio", nil); got < hit-0.0001 || got > hit+0.0001 {
 		t.Errorf("ctxd_gateway_prompt_cache_hit_ratio = %v, want %.4f", got, hit)
 	}
 	// Reads billed at a tenth: 90% of what was read is saved.
-	if got := metricValue(fams, "ctxd_gateway_input_cost_saved_ratio", nil); got < 0.9*hit-0.0001 || got > 0.9*hit+0.0001 {
+	if got := servertest.MetricValue(fams, "ctxd_gateway_input_cost_saved_ratio", nil); got < 0.9*hit-0.0001 || got > 0.9*hit+0.0001 {
 		t.Errorf("ctxd_gateway_input_cost_saved_ratio = %v, want %.4f", got, 0.9*hit)
 	}
 

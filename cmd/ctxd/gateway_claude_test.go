@@ -212,6 +212,7 @@ func newClaudeUpstream(t *testing.T, window, steps int) *claudeUpstream {
 // and signature through compactions, the breakpoints stay within four,
 // and no request passes the window in the provider's count.
 func TestGatewayClaudeCodeDefaults(t *testing.T) {
+	t.Parallel()
 	const window, steps = 24_000, 24
 	up := newClaudeUpstream(t, window, steps)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
@@ -321,6 +322,7 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 // off); ctxd's own refusals on the provider routes come in the provider's
 // error shape.
 func TestGatewayCountTokensAndModels(t *testing.T) {
+	t.Parallel()
 	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {

@@ -199,6 +199,7 @@ func sseOutput(t *testing.T, body []byte) map[string]any {
 // validation passes on every call, reasoning items reach it as it sent
 // them, the session stores each item once, and it compacts.
 func TestGatewayResponsesToolLoop(t *testing.T) {
+	t.Parallel()
 	const window, steps = 6000, 16
 	up := newResponsesUpstream(t, window, steps)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
@@ -272,6 +273,7 @@ func TestGatewayResponsesToolLoop(t *testing.T) {
 // input; ctxd sends the upstream the whole window without the id, and
 // answers an id it does not know as OpenAI does.
 func TestGatewayResponsesPreviousResponseID(t *testing.T) {
+	t.Parallel()
 	up := newResponsesUpstream(t, 100_000, 1)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	h := http.Header{"Authorization": {"Bearer sk-up"}}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,15 +10,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ctxd/ctxd/memory/pgstore"
 	"github.com/ctxd/ctxd/memory/pgstore/pgtest"
 )
 
 // TestCoreOnPostgres runs the core of the HTTP suite again with its
-// servers on PostgreSQL (startServer reads the test's name): sessions,
-// messages, context, search, compaction, edits, idempotency, the
-// gateway's sync of a resent history, MCP over HTTP and the dashboard's
-// pages. A subset, to keep `make test` short: the rest of the suite is
+// servers on PostgreSQL (startServer reads the test's name): edits with a
+// restart and the offline verify, the gateway's sync of a resent history,
+// MCP over HTTP and the dashboard's pages (internal/server's runs the
+// sessions, messages, context, search, compaction and idempotency ones). A subset, to keep `make test` short: the rest of the suite is
 // the same code above the memory.Store both backends pass the contract of.
 func TestCoreOnPostgres(t *testing.T) {
 	pgtest.DSN(t) // skips (or fails, in CI) here when there is no server
@@ -28,21 +25,8 @@ func TestCoreOnPostgres(t *testing.T) {
 		name string
 		fn   func(*testing.T)
 	}{
-		{"StoreRestartSearch", TestStoreRestartSearch},
-		{"SessionsAPI", TestSessionsAPI},
-		{"MessagesPaging", TestMessagesPaging},
-		{"SearchFilters", TestSearchFilters},
-		{"DeleteIsolation", TestDeleteIsolation},
-		{"ContextExactBudgetAndValidSequence", TestContextExactBudgetAndValidSequence},
-		{"ContextRecoversRelevantColdTurns", TestContextRecoversRelevantColdTurns},
-		{"AutoCompactionUnderBudget", TestAutoCompactionUnderBudget},
-		{"CompactDryRunAndProtection", TestCompactDryRunAndProtection},
-		{"RecoverAndFlush", TestRecoverAndFlush},
 		{"EditMessageContent", TestEditMessageContent},
 		{"DeleteMessage", TestDeleteMessage},
-		{"IdempotencyKey", TestIdempotencyKey},
-		{"IdempotencyKeyConcurrentRetries", TestIdempotencyKeyConcurrentRetries},
-		{"ClientMessageIDs", TestClientMessageIDs},
 		{"GatewayOpenAIStoresResentHistoryOnce", TestGatewayOpenAIStoresResentHistoryOnce},
 		{"GatewayOpenAIDivergedHistorySupersedesTail", TestGatewayOpenAIDivergedHistorySupersedesTail},
 		{"MCPOverHTTP", TestMCPOverHTTP},
@@ -86,34 +70,6 @@ func storeFlag(dir string) []string {
 func hasMirror(dir string) bool {
 	_, pg := pgDirs.Load(dir)
 	return !pg
-}
-
-// postgresEvents reads the event log stream of the server on dir from its
-// database, every tenant's events oldest first, decoded as readEvents
-// decodes a file's lines; ok is false for a server on an embedded store.
-func postgresEvents(t *testing.T, dir, stream string) (_ []map[string]any, ok bool) {
-	t.Helper()
-	dsn, pg := pgDirs.Load(dir)
-	if !pg {
-		return nil, false
-	}
-	st, err := pgstore.Open(context.Background(), dsn.(string), pgstore.Options{NoMigrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	evs, err := st.Events(nil).Tail(stream, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]map[string]any, len(evs))
-	for i, e := range evs {
-		b, _ := json.Marshal(e)
-		if err := json.Unmarshal(b, &out[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out, true
 }
 
 // checkOnPostgres fails a test that was to run on PostgreSQL and whose

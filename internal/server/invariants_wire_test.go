@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bytes"
@@ -12,55 +12,10 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// checkCounters asserts the session status agrees with its messages: counts
-// per state, summaries, and no id twice.
-func checkCounters(t *testing.T, ts *testServer, session string) []map[string]any {
-	t.Helper()
-	// Background compactions may still run (queued behind the compaction
-	// bound): wait for them in process; a child process's are read on both
-	// sides of the status until they agree.
-	if ts.Main != nil {
-		if err := ts.Main.Service.Wait(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var msgs []map[string]any
-	var st map[string]any
-	for range 100 {
-		msgs = allMessages(ts, session)
-		st = ts.mustDo(200, "GET", "/v1/sessions/"+session, nil)
-		if fmt.Sprint(allMessages(ts, session)) == fmt.Sprint(msgs) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	counts := map[string]float64{}
-	summaries := 0.0
-	seen := map[string]bool{}
-	for _, m := range msgs {
-		id := m["id"].(string)
-		if seen[id] {
-			t.Fatalf("message %s listed twice", id)
-		}
-		seen[id] = true
-		counts[m["state"].(string)]++
-		if m["kind"] == "summary" {
-			summaries++
-		}
-	}
-	sc := st["messages"].(map[string]any)
-	for _, state := range []string{"active", "summarized", "dropped", "recovered"} {
-		if sc[state].(float64) != counts[state] {
-			t.Fatalf("status says %v %s, messages say %v", sc[state], state, counts[state])
-		}
-	}
-	if st["summaries"].(float64) != summaries {
-		t.Fatalf("status says %v summaries, messages say %v", st["summaries"], summaries)
-	}
-	return msgs
-}
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/memory"
+)
 
 // TestInvariantsUnderRandomOperations drives sessions through random writes,
 // tool calls, compactions, recoveries and context calls, and checks every
@@ -80,10 +35,10 @@ func TestInvariantsUnderRandomOperations(t *testing.T) {
 	}
 	for _, session := range []string{"p1", "p2"} {
 		window := 1500 + rng.Intn(3000)
-		ts.mustDo(200, "PUT", "/v1/sessions/"+session, map[string]any{"context_window": window, "keep_recent": rng.Intn(8),
+		ts.putSession(session, map[string]any{"context_window": window, "keep_recent": rng.Intn(8),
 			"relevance_cutoff": rng.Float64() * 0.3})
 		var acked []string
-		acked = append(acked, ts.store(session, map[string]any{"role": "system", "content": "system prompt", "pinned": true})...)
+		acked = append(acked, ts.store(session, api.MessageIn{Role: "system", Content: "system prompt", Pinned: true})...)
 		calls := 0
 		for step := 0; step < steps; step++ {
 			op := rng.Intn(10)
@@ -93,11 +48,11 @@ func TestInvariantsUnderRandomOperations(t *testing.T) {
 			mayExceed := op == 8
 			switch {
 			case op < 5: // a chat write of 1..4 messages
-				var batch []map[string]any
+				var batch []api.MessageIn
 				for i := rng.Intn(4); i >= 0; i-- {
 					m := msg([]string{"user", "assistant"}[rng.Intn(2)], chatter(rng.Intn(1000)))
-					m["important"] = rng.Intn(15) == 0
-					m["pinned"] = rng.Intn(40) == 0
+					m.Important = rng.Intn(15) == 0
+					m.Pinned = rng.Intn(40) == 0
 					batch = append(batch, m)
 				}
 				acked = append(acked, ts.store(session, batch...)...)
@@ -109,41 +64,44 @@ func TestInvariantsUnderRandomOperations(t *testing.T) {
 				}
 				acked = append(acked, ts.store(session, toolTurn(calls, out)...)...)
 			case op < 8: // a manual compaction
-				rep := ts.mustDo(200, "POST", "/v1/sessions/"+session+"/compact", map[string]any{"prompt": chatter(rng.Intn(100))})
-				if rep["tokens_after"].(float64) > rep["target"].(float64) && rep["protected_only"] != true {
-					t.Fatalf("step %d: compaction left %v over target %v without saying only protected remain", step, rep["tokens_after"], rep["target"])
+				var rep memory.CompactionReport
+				ts.call(200, "POST", "/v1/sessions/"+session+"/compact", api.CompactIn{Prompt: chatter(rng.Intn(100))}, &rep)
+				if rep.TokensAfter > rep.Target && !rep.ProtectedOnly {
+					t.Fatalf("step %d: compaction left %v over target %v without saying only protected remain", step, rep.TokensAfter, rep.Target)
 				}
 			case op < 9: // recover a random cold chunk
-				cold := ts.mustDo(200, "GET", "/v1/sessions/"+session+"/cold?limit=1000", nil)["chunks"].([]any)
-				if len(cold) > 0 {
-					id := cold[rng.Intn(len(cold))].(map[string]any)["id"].(string)
-					ts.mustDo(200, "POST", "/v1/sessions/"+session+"/messages/"+id+"/recover", nil)
+				if cold := ts.cold(session, "?limit=1000"); len(cold) > 0 {
+					id := cold[rng.Intn(len(cold))].ID
+					ts.call(200, "POST", "/v1/sessions/"+session+"/messages/"+id+"/recover", nil, nil)
 				}
 			default: // a context call
 				max := 300 + rng.Intn(3000)
-				r := ts.do("POST", "/v1/sessions/"+session+"/context", map[string]any{"prompt": chatter(rng.Intn(100)), "max_tokens": max})
+				r := ts.do("POST", "/v1/sessions/"+session+"/context", api.ContextIn{Prompt: chatter(rng.Intn(100)), MaxTokens: &max})
 				if r.Status == 409 {
 					break // pinned messages outgrew this budget: a clear refusal, not a bug
 				}
 				if r.Status != 200 {
 					t.Fatalf("step %d: context = %d %s", step, r.Status, r.Raw)
 				}
-				checkSequence(t, r.Body["messages"].([]any))
-				if got := recount(t, r.Body["messages"].([]any), ""); got > max+600 { // prompt counted separately
+				var w api.Context
+				ts.decode(r, &w)
+				checkSequence(t, w.Messages)
+				if got := recount(t, w.Messages, ""); got > max+600 { // prompt counted separately
 					t.Fatalf("step %d: window %d over max_tokens %d", step, got, max)
 				}
 			}
 			checkReachable(t, ts, session, acked)
 			checkCounters(t, ts, session)
-			st := ts.mustDo(200, "GET", "/v1/sessions/"+session, nil)
+			st := ts.session(session)
 			if os.Getenv("CTXD_TEST_TRACE") != "" {
-				t.Logf("step %d op %d: state %v tokens %v messages %v", step, op, st["state"], st["tokens"], st["messages"])
+				t.Logf("step %d op %d: state %v tokens %v messages %v", step, op, st.State, st.Tokens, st.Messages)
 			}
-			if st["state"] == "over_limit" && !mayExceed {
+			if st.State == "over_limit" && !mayExceed {
 				// Only protected content may keep a window past the hard limit.
-				rep := ts.mustDo(200, "POST", "/v1/sessions/"+session+"/compact", map[string]any{"dry_run": true})
-				if rep["protected_only"] != true {
-					t.Fatalf("step %d (op %d): window over the hard limit with compactable content: %v\ndry run: %v", step, op, st, rep)
+				var rep memory.CompactionReport
+				ts.call(200, "POST", "/v1/sessions/"+session+"/compact", api.CompactIn{DryRun: true}, &rep)
+				if !rep.ProtectedOnly {
+					t.Fatalf("step %d (op %d): window over the hard limit with compactable content: %+v\ndry run: %+v", step, op, st, rep)
 				}
 			}
 		}
@@ -155,7 +113,7 @@ func TestInvariantsUnderRandomOperations(t *testing.T) {
 func TestConcurrentWritersCompactionsAndContext(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, t.TempDir())
-	ts.mustDo(200, "PUT", "/v1/sessions/busy", map[string]any{"context_window": 3000})
+	ts.putSession("busy", map[string]any{"context_window": 3000})
 	writers, per := 50, 6
 	if testing.Short() {
 		writers = 10
@@ -169,13 +127,14 @@ func TestConcurrentWritersCompactionsAndContext(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; i < per; i++ {
-				r := ts.do("POST", "/v1/sessions/busy/messages", map[string]any{"messages": []any{msg("user", fmt.Sprintf("writer %d says %s", w, chatter(w*per+i)))}})
-				if r.Status != 201 {
+				r := ts.do("POST", "/v1/sessions/busy/messages", api.AppendIn{Messages: []api.MessageIn{msg("user", fmt.Sprintf("writer %d says %s", w, chatter(w*per+i)))}})
+				var out api.AppendOut
+				if r.Status != 201 || json.Unmarshal(r.Raw, &out) != nil || len(out.IDs) != 1 {
 					t.Errorf("write = %d %s", r.Status, r.Raw)
 					return
 				}
 				mu.Lock()
-				acked = append(acked, r.Body["ids"].([]any)[0].(string))
+				acked = append(acked, out.IDs[0])
 				mu.Unlock()
 			}
 		}(w)
@@ -220,7 +179,7 @@ func TestConcurrentWritersCompactionsAndContext(t *testing.T) {
 	msgs := checkCounters(t, ts, "busy")
 	originals := 0
 	for _, m := range msgs {
-		if m["kind"] != "summary" {
+		if m.Kind != "summary" {
 			originals++
 		}
 	}
@@ -231,7 +190,7 @@ func TestConcurrentWritersCompactionsAndContext(t *testing.T) {
 }
 
 // checkNoOverlappingCompactions reads the compaction log: one session's
-// compactions (every session's, for session "") must run one after another.
+// compactions must run one after another.
 func checkNoOverlappingCompactions(t *testing.T, dir, session string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "logs", "compaction.jsonl"))
@@ -249,7 +208,7 @@ func checkNoOverlappingCompactions(t *testing.T, dir, session string) {
 		if err := json.Unmarshal(line, &ev); err != nil {
 			t.Fatalf("compaction log line %q: %v", line, err)
 		}
-		if session == "" || ev.Session == session { // "": every session
+		if ev.Session == session {
 			spans = append(spans, span{ev.StartedAt, ev.Time})
 		}
 	}

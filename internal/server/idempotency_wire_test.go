@@ -1,11 +1,14 @@
-package main
+package server_test
 
 import (
-	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/server"
 )
 
 // withKey returns a client of the same server that sends an Idempotency-Key.
@@ -15,13 +18,24 @@ func (ts *testServer) withKey(key string) *testServer {
 	if c.Header == nil {
 		c.Header = http.Header{}
 	}
-	c.Header.Set("Idempotency-Key", key)
+	c.Header.Set(api.IdempotencyKeyHeader, key)
 	return &c
 }
 
-func postMessages(ts *testServer, session string, msgs ...map[string]any) resp {
+// written is the answer to a write, decoded when it is a 201.
+type written struct {
+	resp
+	out api.AppendOut
+}
+
+func postMessages(ts *testServer, session string, msgs ...any) written {
 	ts.t.Helper()
-	return ts.do("POST", "/v1/sessions/"+session+"/messages", map[string]any{"messages": msgs})
+	r := ts.do("POST", "/v1/sessions/"+session+"/messages", map[string]any{"messages": msgs})
+	w := written{resp: r}
+	if r.Status == 201 {
+		ts.decode(r, &w.out)
+	}
+	return w
 }
 
 // A retried POST with the same Idempotency-Key stores nothing twice and is
@@ -31,18 +45,18 @@ func TestIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
-	batch := []map[string]any{msg("user", "deploy the api to staging"),
-		{"role": "assistant", "content": "Deploying.", "metadata": map[string]any{"n": 1}}}
+	batch := []any{msg("user", "deploy the api to staging"),
+		api.MessageIn{Role: "assistant", Content: "Deploying.", Metadata: map[string]any{"n": 1}}}
 	first := postMessages(ts.withKey("k-1"), "i", batch...)
 	if first.Status != 201 {
 		t.Fatalf("first write = %d %s", first.Status, first.Raw)
 	}
 	snap := ts.snapshot("i")
 	retry := postMessages(ts.withKey("k-1"), "i", batch...)
-	if retry.Status != 201 || fmt.Sprint(retry.Body["ids"], retry.Body["tokens"]) != fmt.Sprint(first.Body["ids"], first.Body["tokens"]) {
+	if retry.Status != 201 || !slices.Equal(retry.out.IDs, first.out.IDs) || !slices.Equal(retry.out.Tokens, first.out.Tokens) {
 		t.Fatalf("retry = %d %s, first %s", retry.Status, retry.Raw, first.Raw)
 	}
-	if retry.Body["session"].(map[string]any)["id"] != "i" || retry.Body["compaction"] != nil {
+	if retry.out.Session == nil || retry.out.Session.ID != "i" || retry.out.Compaction != nil {
 		t.Fatalf("retry answer = %s", retry.Raw)
 	}
 	if got := ts.snapshot("i"); got != snap {
@@ -57,7 +71,7 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatal("a refused write changed the session")
 	}
 	// Keys are per session: the same key stores in another session.
-	if r := postMessages(ts.withKey("k-1"), "j", batch...); r.Status != 201 || fmt.Sprint(r.Body["ids"]) == fmt.Sprint(first.Body["ids"]) {
+	if r := postMessages(ts.withKey("k-1"), "j", batch...); r.Status != 201 || slices.Equal(r.out.IDs, first.out.IDs) {
 		t.Fatalf("same key in another session = %d %s", r.Status, r.Raw)
 	}
 	snap = ts.snapshot("i") // the listing of sessions has j now
@@ -67,7 +81,7 @@ func TestIdempotencyKey(t *testing.T) {
 		}
 	}
 	two := ts.withKey("a")
-	two.Header.Add("Idempotency-Key", "b")
+	two.Header.Add(api.IdempotencyKeyHeader, "b")
 	if r := postMessages(two, "i", batch...); r.Status != 400 {
 		t.Fatalf("two keys = %d %s", r.Status, r.Raw)
 	}
@@ -78,15 +92,15 @@ func TestIdempotencyKey(t *testing.T) {
 	ts.Stop()
 	ts = startServer(t, dir)
 	again := postMessages(ts.withKey("k-1"), "i", batch...)
-	if again.Status != 201 || fmt.Sprint(again.Body["ids"]) != fmt.Sprint(first.Body["ids"]) {
+	if again.Status != 201 || !slices.Equal(again.out.IDs, first.out.IDs) {
 		t.Fatalf("retry after a restart = %d %s", again.Status, again.Raw)
 	}
-	if n := len(allMessages(ts, "i")); n != 2 {
+	if n := len(ts.allMessages("i")); n != 2 {
 		t.Fatalf("session holds %d messages, want 2", n)
 	}
 	// A deleted and re-created session forgets its keys.
-	ts.mustDo(204, "DELETE", "/v1/sessions/i", nil)
-	if r := postMessages(ts.withKey("k-1"), "i", batch...); r.Status != 201 || fmt.Sprint(r.Body["ids"]) == fmt.Sprint(first.Body["ids"]) {
+	ts.call(204, "DELETE", "/v1/sessions/i", nil, nil)
+	if r := postMessages(ts.withKey("k-1"), "i", batch...); r.Status != 201 || slices.Equal(r.out.IDs, first.out.IDs) {
 		t.Fatalf("key of a deleted session = %d %s", r.Status, r.Raw)
 	}
 }
@@ -97,7 +111,7 @@ func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	const n = 8
-	answers := make([]resp, n)
+	answers := make([]written, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
@@ -108,14 +122,19 @@ func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
 	}
 	wg.Wait()
 	for _, a := range answers {
-		if a.Status != 201 || fmt.Sprint(a.Body["ids"]) != fmt.Sprint(answers[0].Body["ids"]) {
+		if a.Status != 201 || !slices.Equal(a.out.IDs, answers[0].out.IDs) {
 			t.Fatalf("answers differ: %d %s vs %s", a.Status, a.Raw, answers[0].Raw)
 		}
 	}
-	if got := len(allMessages(ts, "c")); got != 2 {
+	if got := len(ts.allMessages("c")); got != 2 {
 		t.Fatalf("%d copies of one write stored %d messages, want 2", n, got)
 	}
 	checkTotals(t, ts, "c")
+}
+
+// withID is a message carrying the client's message_id.
+func withID(role, content, id string) api.MessageIn {
+	return api.MessageIn{Role: role, Content: content, MessageID: id}
 }
 
 // A message whose client message_id the session holds is skipped and its
@@ -125,37 +144,34 @@ func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
 func TestClientMessageIDs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ts := startWithKeysIn(t, dir)
+	ts := startWithKeys(t, func(c *server.Config) { c.DataDir = dir })
 	a := ts.as(keyA)
-	one := a.store("m", map[string]any{"role": "user", "content": "first", "message_id": "turn-1"},
-		map[string]any{"role": "assistant", "content": "second", "message_id": "turn-2"})
-	r := postMessages(a, "m", map[string]any{"role": "assistant", "content": "second", "message_id": "turn-2"},
-		map[string]any{"role": "user", "content": "third", "message_id": "turn-3"}, msg("user", "no id"))
-	ids := r.Body["ids"].([]any)
+	one := a.store("m", withID("user", "first", "turn-1"), withID("assistant", "second", "turn-2"))
+	r := postMessages(a, "m", withID("assistant", "second", "turn-2"), withID("user", "third", "turn-3"), msg("user", "no id"))
+	ids := r.out.IDs
 	if r.Status != 201 || ids[0] != one[1] || ids[1] == one[1] || len(ids) != 3 {
 		t.Fatalf("write with a known message_id = %d %s", r.Status, r.Raw)
 	}
-	if tok := r.Body["tokens"].([]any); tok[0] != a.mustDo(200, "GET", "/v1/messages/"+one[1], nil)["tokens"] {
+	if tok := r.out.Tokens; tok[0] != a.message(one[1]).Tokens {
 		t.Fatalf("tokens of the skipped message = %v", tok[0])
 	}
-	msgs := allMessages(a, "m")
-	if len(msgs) != 4 || msgs[1]["message_id"] != "turn-2" || msgs[3]["message_id"] != nil {
-		t.Fatalf("messages = %v", msgs)
+	msgs := a.allMessages("m")
+	if len(msgs) != 4 || msgs[1].MessageID != "turn-2" || msgs[3].MessageID != "" {
+		t.Fatalf("messages = %+v", msgs)
 	}
-	if hits := textSearch(a, "m", "second"); len(hits) != 1 {
+	if hits := a.search(api.SearchIn{Query: "second", SessionID: "m", Mode: "text", K: 20}); len(hits) != 1 {
 		t.Fatalf("search finds %d copies of a retried message", len(hits))
 	}
 	// Another session, or another tenant, has its own ids.
-	if got := a.store("m2", map[string]any{"role": "user", "content": "first", "message_id": "turn-1"}); got[0] == one[0] {
+	if got := a.store("m2", withID("user", "first", "turn-1")); got[0] == one[0] {
 		t.Fatal("a message_id of another session was taken as known")
 	}
-	if got := ts.as(keyB).store("m", map[string]any{"role": "user", "content": "first", "message_id": "turn-1"}); got[0] == one[0] {
+	if got := ts.as(keyB).store("m", withID("user", "first", "turn-1")); got[0] == one[0] {
 		t.Fatal("a message_id of another tenant was taken as known")
 	}
 	// One id twice in a write is a client bug: 400, nothing stored.
 	snap := a.snapshot("m")
-	dup := postMessages(a, "m", map[string]any{"role": "user", "content": "x", "message_id": "turn-9"},
-		map[string]any{"role": "user", "content": "y", "message_id": "turn-9"})
+	dup := postMessages(a, "m", withID("user", "x", "turn-9"), withID("user", "y", "turn-9"))
 	if dup.Status != 400 || !strings.Contains(string(dup.Raw), "messages[1].message_id") {
 		t.Fatalf("repeated message_id = %d %s", dup.Status, dup.Raw)
 	}
@@ -169,29 +185,23 @@ func TestClientMessageIDs(t *testing.T) {
 	}
 
 	ts.Stop()
-	ts = startWithKeysIn(t, dir)
+	ts = startWithKeys(t, func(c *server.Config) { c.DataDir = dir })
 	a = ts.as(keyA)
-	again := postMessages(a, "m", map[string]any{"role": "user", "content": "first", "message_id": "turn-1"})
-	if again.Status != 201 || again.Body["ids"].([]any)[0] != one[0] {
+	again := postMessages(a, "m", withID("user", "first", "turn-1"))
+	if again.Status != 201 || again.out.IDs[0] != one[0] {
 		t.Fatalf("after a restart = %d %s", again.Status, again.Raw)
 	}
 	// Deleted, the id is free again: the message is stored anew.
-	a.mustDo(204, "DELETE", "/v1/messages/"+one[0], nil)
-	if got := a.store("m", map[string]any{"role": "user", "content": "first", "message_id": "turn-1"}); got[0] == one[0] {
+	a.call(204, "DELETE", "/v1/messages/"+one[0], nil, nil)
+	if got := a.store("m", withID("user", "first", "turn-1")); got[0] == one[0] {
 		t.Fatal("the id of a deleted message still answers")
 	}
 	// Both at once: a retry under the key answers the first answer.
 	k := a.withKey("both")
-	w1 := postMessages(k, "m", map[string]any{"role": "user", "content": "fourth", "message_id": "turn-4"}, msg("assistant", "fifth"))
-	w2 := postMessages(k, "m", map[string]any{"role": "user", "content": "fourth", "message_id": "turn-4"}, msg("assistant", "fifth"))
-	if w1.Status != 201 || fmt.Sprint(w1.Body["ids"]) != fmt.Sprint(w2.Body["ids"]) {
+	w1 := postMessages(k, "m", withID("user", "fourth", "turn-4"), msg("assistant", "fifth"))
+	w2 := postMessages(k, "m", withID("user", "fourth", "turn-4"), msg("assistant", "fifth"))
+	if w1.Status != 201 || !slices.Equal(w1.out.IDs, w2.out.IDs) {
 		t.Fatalf("keyed write with message ids = %s then %s", w1.Raw, w2.Raw)
 	}
 	checkTotals(t, a, "m")
-}
-
-func startWithKeysIn(t *testing.T, dir string) *testServer {
-	t.Helper()
-	ts := startWithKeys(t, func(c *Config) { c.DataDir = dir })
-	return ts
 }
