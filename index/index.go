@@ -225,14 +225,6 @@ type Index struct {
 
 var _ memory.Index = (*Index)(nil)
 
-// floorSegmentDocs is the size (in documents) under which Bleve's merge
-// planner counts every segment as equal. Its default, 2,000, made a session
-// that writes a few messages a call merge its newest segment of up to 2,000
-// documents again with every ten small ones: in a 1,000-call gateway session
-// background merging took half the CPU and grew with the session. At 100,
-// small segments merge with their like and a merged one climbs a tier.
-const floorSegmentDocs = 100
-
 // Open opens the index in dir, or creates it if dir does not exist or is
 // empty. The vector side starts empty: fill it with LoadVectors. An index that
 // cannot be opened gives an error wrapping ErrCorrupt; one held by another
@@ -253,8 +245,7 @@ func Open(dir string, opts Options) (*Index, error) {
 	// reopens at the last batch on disk and the caller replays the rest. Each
 	// batch waiting for its own segment file took most of ingest's time in
 	// the index; the persister now writes what piled up as one segment.
-	cfg := map[string]any{"bolt_timeout": lockTimeout.String(), "unsafe_batch": true,
-		"scorchMergePlanOptions": map[string]any{"FloorSegmentSize": floorSegmentDocs}}
+	cfg := map[string]any{"bolt_timeout": lockTimeout.String(), "unsafe_batch": true}
 	if opts.ReadOnly {
 		cfg["read_only"] = true
 	}
