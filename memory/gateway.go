@@ -279,9 +279,11 @@ type HistoryRepeat struct {
 	// Call is this call's id (0: none), given by the adapter, unique
 	// among its calls.
 	Call uint64
-	// Of is the id of an earlier call whose first N History messages this
-	// call's first N are, in every field. Used only when Of was the last
-	// call matched against this session; else the whole history is read.
+	// Of is the id of an earlier call (0: none) whose History's first N
+	// messages that are not standing system messages are, in every field,
+	// this call's first N such (standing system messages are always read,
+	// and matched as a set). Used only when Of was the last call matched
+	// against this session; else the whole history is read.
 	Of uint64
 	N  int
 }
@@ -359,7 +361,7 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	// A repeated part that the session's last call validated is not read
 	// again (a state of call Of exists only once Of was validated).
 	repeated := 0
-	if req.Repeat.N > 0 && req.After == "" && g.synced.lastCall(tenant+"\x00"+req.Session) == req.Repeat.Of {
+	if req.Repeat.Of != 0 && req.Repeat.N > 0 && req.After == "" && g.synced.lastCall(tenant+"\x00"+req.Session) == req.Repeat.Of {
 		repeated = req.Repeat.N
 	}
 	if err := validateMessagesFrom(req.History, repeated, g.s.Limits); err != nil {

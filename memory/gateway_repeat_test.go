@@ -108,9 +108,19 @@ func TestGatewayRepeatOfAnotherCallReadsWhole(t *testing.T) {
 		}
 	}
 	bad := []*memory.Message{{Role: "narrator", Content: "first question"}, {Role: memory.RoleUser, Content: "third question"}}
-	_, err := g.Prepare(ctx, memory.GatewayRequest{Session: "s", History: bad, ContextWindow: 3000, Reserve: 500,
-		Repeat: memory.HistoryRepeat{Call: 10, Of: 7, N: 1}})
+	for _, of := range []uint64{7, 0} {
+		_, err := g.Prepare(ctx, memory.GatewayRequest{Session: "s", History: bad, ContextWindow: 3000, Reserve: 500,
+			Repeat: memory.HistoryRepeat{Call: 10, Of: of, N: 1}})
+		if memory.ErrorCode(err) != memory.EINVALID {
+			t.Fatalf("a bad role in a part said to repeat call %d, not the last: %v, want refused", of, err)
+		}
+	}
+	_, err := memory.NewGateway(h.Service).Prepare(ctx, memory.GatewayRequest{Session: "new", History: bad, ContextWindow: 3000, Reserve: 500,
+		Repeat: memory.HistoryRepeat{Call: 1, N: 1}})
 	if memory.ErrorCode(err) != memory.EINVALID {
-		t.Fatalf("a bad role in a part said to repeat a call that was not the last: %v, want refused", err)
+		t.Fatalf("a bad role in a part said to repeat no call, on a gateway with no state: %v, want refused", err)
+	}
+	if _, err := h.Store.Session(ctx, "t", "new"); memory.ErrorCode(err) != memory.ENOTFOUND {
+		t.Fatalf("a refused call left its session behind (%v)", err)
 	}
 }
