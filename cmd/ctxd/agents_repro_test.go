@@ -103,7 +103,7 @@ func TestAgentReproCodexTools(t *testing.T) {
 		map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": agentPrompt}}},
 	}
 	for call := 1; call <= 2*steps; call++ {
-		status, _, body := postGateway(t, ts, "/v1/responses", h, map[string]any{"model": "gpt-6.2-sol", "input": input, "stream": false,
+		status, _, body := fakemodel.Post(t, ts.URL+"/v1/responses", h, map[string]any{"model": "gpt-6.2-sol", "input": input, "stream": false,
 			"reasoning": map[string]any{"effort": "low"}, "store": false, "include": []string{"reasoning.encrypted_content"}, "prompt_cache_key": "codex-1"})
 		if status != 200 {
 			t.Errorf("call %d: %d %s", call, status, body)
@@ -143,7 +143,7 @@ func TestAgentReproClaudeCode(t *testing.T) {
 		map[string]any{"role": "system", "content": []any{map[string]any{"type": "text", "text": "# Environment\nPrimary working directory: /work"}}},
 	}
 	for call := 1; call <= 2*steps; call++ {
-		status, _, body := postGateway(t, ts, "/v1/messages?beta=true", h, map[string]any{"model": "claude-opus-5-5", "max_tokens": 128000,
+		status, _, body := fakemodel.Post(t, ts.URL+"/v1/messages?beta=true", h, map[string]any{"model": "claude-opus-5-5", "max_tokens": 128000,
 			"thinking": map[string]any{"type": "adaptive"}, "system": []any{map[string]any{"type": "text", "text": "You are Claude Code.", "cache_control": map[string]any{"type": "ephemeral"}}},
 			"tools": tools, "messages": messages, "metadata": map[string]any{"user_id": `{"session_id":"cc-1"}`}})
 		if status != 200 {

@@ -30,7 +30,7 @@ func TestGatewayPromptCacheShown(t *testing.T) {
 	t.Cleanup(up.Close)
 	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	const session = "cache-loop"
-	client, _ := openaiClient(ts, "sk-test", http.Header{"X-Ctxd-Session": {session}})
+	client, _ := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-test", http.Header{"X-Ctxd-Session": {session}})
 
 	// A system prompt of about 2,000 tokens, the prefix every call repeats.
 	system := strings.Repeat("Work in small steps and report what each file holds. ", 200)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxd/ctxd/internal/fakemodel"
 )
 
 // nodeSDKs are the official SDKs an agent written in JavaScript uses.
@@ -110,9 +112,9 @@ func runNodeScript(t *testing.T, dir, name, script string, env ...string) []byte
 func TestGatewayNodeSDKs(t *testing.T) {
 	t.Parallel()
 	dir := installNodeSDKs(t)
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		// The SDKs' own keys reach the upstream untouched.
-		if key := anthropicKey(r.Header); key != "sk-node" && key != "sk-ant-node" {
+		if key := fakemodel.AnthropicKey(r.Header); key != "sk-node" && key != "sk-ant-node" {
 			http.Error(w, "unknown key "+key, http.StatusUnauthorized)
 			return
 		}
@@ -120,17 +122,17 @@ func TestGatewayNodeSDKs(t *testing.T) {
 		case r.URL.Path == "/v1/chat/completions" && body["stream"] == true:
 			w.Header().Set("Content-Type", "text/event-stream")
 			for _, part := range []string{"streamed ", "from upstream"} {
-				sse(w, deltaChunk(map[string]any{"content": part}))
+				fakemodel.ChatChunk(w, fakemodel.DeltaChunk(map[string]any{"content": part}))
 			}
 			fmt.Fprint(w, "data: [DONE]\n\n")
 		case r.URL.Path == "/v1/chat/completions":
-			openaiAnswer(w, "hi node")
+			fakemodel.OpenAIAnswer(w, "hi node")
 		case strings.Contains(fmt.Sprint(body["messages"]), "fail please"):
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
 			fmt.Fprint(w, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`)
 		default:
-			anthropicAnswer(w, map[string]any{"type": "text", "text": "hi from claude"})
+			fakemodel.AnthropicAnswer(w, map[string]any{"type": "text", "text": "hi from claude"})
 		}
 	})
 	ts := startServer(t, t.TempDir(), func(c *Config) {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/internal/fakemodel"
 )
 
 // A gateway request ctxd refuses is refused whole: 400, nothing sent
@@ -16,12 +18,12 @@ func TestGatewayRefusedRequestsLeaveNothing(t *testing.T) {
 	t.Parallel()
 	answer := func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		if strings.HasSuffix(r.URL.Path, "/messages") {
-			anthropicAnswer(w, map[string]any{"type": "text", "text": "ok"})
+			fakemodel.AnthropicAnswer(w, map[string]any{"type": "text", "text": "ok"})
 			return
 		}
-		openaiAnswer(w, "ok")
+		fakemodel.OpenAIAnswer(w, "ok")
 	}
-	up := newFakeUpstream(t, answer)
+	up := fakemodel.NewRecorder(t, answer)
 	ts := startServer(t, t.TempDir(), func(c *Config) {
 		c.UpstreamOpenAIURL = up.URL + "/v1"
 		c.UpstreamAnthropicURL = up.URL
@@ -49,16 +51,16 @@ func TestGatewayRefusedRequestsLeaveNothing(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400", c.name, res.Status, res.Raw)
 		}
 	}
-	if n := up.count(); n != 0 {
-		t.Errorf("%d refused requests reached the upstream, first %s", n, up.requests[0].Raw)
+	if n := up.Count(); n != 0 {
+		t.Errorf("%d refused requests reached the upstream, first %s", n, up.Requests()[0].Raw)
 	}
 	if list := ts.mustDo(200, "GET", "/v1/sessions", nil)["sessions"].([]any); len(list) != 0 {
 		t.Errorf("refused requests left %d sessions: %v", len(list), list)
 	}
 	// The same conversation, valid, goes through and makes the session.
 	res := ts.as("sk-upstream").on(t).doWith(http.Header{"X-Ctxd-Session": {"refused"}}, "POST", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"café"}]}`)
-	if res.Status != 200 || up.count() != 1 {
-		t.Fatalf("valid request: %d %s, %d upstream requests", res.Status, res.Raw, up.count())
+	if res.Status != 200 || up.Count() != 1 {
+		t.Fatalf("valid request: %d %s, %d upstream requests", res.Status, res.Raw, up.Count())
 	}
 }
 

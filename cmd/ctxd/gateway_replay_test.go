@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/internal/benchsample"
+	"github.com/ctxd/ctxd/internal/fakemodel"
 	"github.com/ctxd/ctxd/tokenizer"
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -50,7 +51,7 @@ func TestGatewayReplayAgentRuns(t *testing.T) {
 	var upstreamTime time.Duration
 	tok := tokenizer.New()
 	var faults []string // what the upstream should never have been sent
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		start := time.Now()
 		defer func() { upstreamTime += time.Since(start) }()
 		raw, _ := json.Marshal(body["messages"])
@@ -93,7 +94,7 @@ func TestGatewayReplayAgentRuns(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			t.Fatal(err)
 		}
-		client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"replay-" + strconv.Itoa(run)},
+		client, _ := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"replay-" + strconv.Itoa(run)},
 			"X-Ctxd-Context-Window": {strconv.Itoa(window)}})
 		for i := 1; i < len(rec.Messages); i++ {
 			if rec.Messages[i].Role != "assistant" {

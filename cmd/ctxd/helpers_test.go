@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -106,35 +103,8 @@ func (r resp) errCode() string {
 
 func (ts *testServer) do(method, path string, body any) resp {
 	ts.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		js, err := json.Marshal(b)
-		if err != nil {
-			ts.t.Fatal(err)
-		}
-		rd = bytes.NewReader(js)
-	}
-	req, err := http.NewRequest(method, ts.URL+path, rd)
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range ts.Header {
-		req.Header[k] = v
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		ts.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	out := resp{Status: res.StatusCode, Raw: raw}
+	status, raw := servertest.Do(ts.t, method, ts.URL+path, ts.Header, body)
+	out := resp{Status: status, Raw: raw}
 	if len(raw) > 0 && raw[0] == '{' {
 		if err := json.Unmarshal(raw, &out.Body); err != nil {
 			ts.t.Fatalf("%s %s: answer is not JSON: %v: %s", method, path, err, raw)

@@ -15,9 +15,9 @@ import (
 
 // TestCoreOnPostgres runs the core of the HTTP suite again with its
 // servers on PostgreSQL (startServer reads the test's name): edits with a
-// restart and the offline verify, the gateway's sync of a resent history,
-// MCP over HTTP and the dashboard's pages (internal/server's runs the
-// sessions, messages, context, search, compaction and idempotency ones). A subset, to keep `make test` short: the rest of the suite is
+// restart and the offline verify, MCP over HTTP and the dashboard's pages
+// (internal/server's runs the sessions, messages, context, search,
+// compaction, idempotency and gateway ones). A subset, to keep `make test` short: the rest of the suite is
 // the same code above the memory.Store both backends pass the contract of.
 func TestCoreOnPostgres(t *testing.T) {
 	pgtest.DSN(t) // skips (or fails, in CI) here when there is no server
@@ -27,8 +27,6 @@ func TestCoreOnPostgres(t *testing.T) {
 	}{
 		{"EditMessageContent", TestEditMessageContent},
 		{"DeleteMessage", TestDeleteMessage},
-		{"GatewayOpenAIStoresResentHistoryOnce", TestGatewayOpenAIStoresResentHistoryOnce},
-		{"GatewayOpenAIDivergedHistorySupersedesTail", TestGatewayOpenAIDivergedHistorySupersedesTail},
 		{"MCPOverHTTP", TestMCPOverHTTP},
 		{"GetMessageByID", TestGetMessageByID},
 		{"Dashboard", testDashboardPages},

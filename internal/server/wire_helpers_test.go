@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -98,33 +97,8 @@ func (r resp) errCode() string { return r.errBody().Code }
 
 func (ts *testServer) do(method, path string, body any) resp {
 	ts.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		js, err := json.Marshal(b)
-		if err != nil {
-			ts.t.Fatal(err)
-		}
-		rd = bytes.NewReader(js)
-	}
-	req, err := http.NewRequest(method, ts.URL+path, rd)
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range ts.Header {
-		req.Header[k] = v
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		ts.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	return resp{Status: res.StatusCode, Raw: raw}
+	status, raw := servertest.Do(ts.t, method, ts.URL+path, ts.Header, body)
+	return resp{Status: status, Raw: raw}
 }
 
 // call sends a request, fails the test unless the answer's status is want,

@@ -38,6 +38,8 @@ func TestCoreOnPostgres(t *testing.T) {
 		{"IdempotencyKey", TestIdempotencyKey},
 		{"IdempotencyKeyConcurrentRetries", TestIdempotencyKeyConcurrentRetries},
 		{"ClientMessageIDs", TestClientMessageIDs},
+		{"GatewayOpenAIStoresResentHistoryOnce", TestGatewayOpenAIStoresResentHistoryOnce},
+		{"GatewayOpenAIDivergedHistorySupersedesTail", TestGatewayOpenAIDivergedHistorySupersedesTail},
 	} {
 		t.Run(c.name, c.fn)
 	}

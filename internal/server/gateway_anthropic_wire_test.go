@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -13,27 +13,11 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/ctxd/ctxd/internal/fakemodel"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/tokenizer"
 )
-
-// anthropicAnswer answers a Messages request with content blocks.
-func anthropicAnswer(w http.ResponseWriter, blocks ...map[string]any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{
-		"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": blocks,
-		"stop_reason": "end_turn", "stop_sequence": nil, "usage": map[string]any{"input_tokens": 10, "output_tokens": 3},
-	})
-}
-
-// anthropicKey is the key a request carries: x-api-key, or a bearer token
-// (the SDK's v2 sends its API key that way).
-func anthropicKey(h http.Header) string {
-	if k := h.Get("X-Api-Key"); k != "" {
-		return k
-	}
-	return strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
-}
 
 func anthropicClient(ts *testServer, opts ...option.RequestOption) anthropic.Client {
 	return anthropic.NewClient(append([]option.RequestOption{option.WithBaseURL(ts.URL), option.WithAPIKey("sk-ant-upstream"),
@@ -43,21 +27,21 @@ func anthropicClient(ts *testServer, opts ...option.RequestOption) anthropic.Cli
 func TestGatewayAnthropicToolLoopStoredOnce(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
-		if r.URL.Path != "/v1/messages" || anthropicKey(r.Header) != "sk-ant-upstream" || r.Header.Get("Anthropic-Version") == "" {
-			http.Error(w, fmt.Sprintf("path %s key %q version %q", r.URL.Path, anthropicKey(r.Header), r.Header.Get("Anthropic-Version")), 400)
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		if r.URL.Path != "/v1/messages" || fakemodel.AnthropicKey(r.Header) != "sk-ant-upstream" || r.Header.Get("Anthropic-Version") == "" {
+			http.Error(w, fmt.Sprintf("path %s key %q version %q", r.URL.Path, fakemodel.AnthropicKey(r.Header), r.Header.Get("Anthropic-Version")), 400)
 			return
 		}
 		calls++
 		switch calls {
 		case 1:
-			anthropicAnswer(w, map[string]any{"type": "text", "text": "I will read it."},
+			fakemodel.AnthropicAnswer(w, map[string]any{"type": "text", "text": "I will read it."},
 				map[string]any{"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": map[string]any{"path": "main.go", "lines": 40}})
 		default:
-			anthropicAnswer(w, map[string]any{"type": "text", "text": fmt.Sprintf("answer %d", calls)})
+			fakemodel.AnthropicAnswer(w, map[string]any{"type": "text", "text": fmt.Sprintf("answer %d", calls)})
 		}
 	})
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamAnthropicURL = up.URL })
 	client := anthropicClient(ts)
 	ctx := context.Background()
 	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024,
@@ -89,7 +73,7 @@ func TestGatewayAnthropicToolLoopStoredOnce(t *testing.T) {
 	}
 	// The window fits: the upstream sees the client's own turns, system
 	// prompt included, in order.
-	sent := up.last(t).Body
+	sent := up.Last(t).Body
 	if sys, _ := json.Marshal(sent["system"]); !strings.Contains(string(sys), "You are a coding agent.") {
 		t.Fatalf("upstream system %s", sys)
 	}
@@ -103,11 +87,11 @@ func TestGatewayAnthropicToolLoopStoredOnce(t *testing.T) {
 	var got []string
 	// metadata.user_id with the conversation's identity: the same user's
 	// other conversations (side calls, subagents) are other sessions
-	for _, m := range sessionMessages(ts, memory.GatewaySessionID("", "agent-7", "You are a coding agent.", "What does main.go do?")) {
-		s := fmt.Sprintf("%v: %v", m["role"], m["content"])
-		if tc, ok := m["tool_calls"].([]any); ok {
-			fn := tc[0].(map[string]any)["function"].(map[string]any)
-			s += fmt.Sprintf(" %v(%v)", fn["name"], fn["arguments"])
+	for _, m := range ts.allMessages(memory.GatewaySessionID("", "agent-7", "You are a coding agent.", "What does main.go do?")) {
+		s := fmt.Sprintf("%v: %v", m.Role, m.Content)
+		if len(m.ToolCalls) > 0 {
+			fn := m.ToolCalls[0].Function
+			s += fmt.Sprintf(" %v(%v)", fn.Name, fn.Arguments)
 		}
 		got = append(got, s)
 	}
@@ -120,13 +104,13 @@ func TestGatewayAnthropicToolLoopStoredOnce(t *testing.T) {
 	// POST /v1/messages is the gateway; /v1/messages/{id} is still a
 	// stored message.
 	ids := ts.store("plain", msg("user", "hello"))
-	ts.mustDo(200, "GET", "/v1/messages/"+ids[0], nil)
+	ts.call(200, "GET", "/v1/messages/"+ids[0], nil, nil)
 }
 
 func TestGatewayAnthropicStream(t *testing.T) {
 	t.Parallel()
 	firstSeen := make(chan struct{})
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		event := func(name string, data map[string]any) {
 			b, _ := json.Marshal(data)
@@ -151,7 +135,7 @@ func TestGatewayAnthropicStream(t *testing.T) {
 		event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "tool_use", "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 9}})
 		event("message_stop", map[string]any{"type": "message_stop"})
 	})
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamAnthropicURL = up.URL })
 	client := anthropicClient(ts, option.WithHeader("X-Ctxd-Session", "an-stream"))
 	stream := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 512,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("run the tests"))}})
@@ -173,25 +157,24 @@ func TestGatewayAnthropicStream(t *testing.T) {
 	if len(acc.Content) != 2 || acc.Content[0].Text != "Streaming works." || acc.Content[1].Name != "run" {
 		t.Fatalf("client accumulated %+v", acc.Content)
 	}
-	msgs := sessionMessages(ts, "an-stream")
+	msgs := ts.allMessages("an-stream")
 	if len(msgs) != 2 {
 		t.Fatalf("%d stored, want 2", len(msgs))
 	}
-	tc, _ := msgs[1]["tool_calls"].([]any)
-	if msgs[1]["content"] != "Streaming works." || len(tc) != 1 ||
-		tc[0].(map[string]any)["function"].(map[string]any)["arguments"] != `{"cmd":"go test"}` {
-		t.Fatalf("stored answer %v", msgs[1])
+	tc := msgs[1].ToolCalls
+	if msgs[1].Content != "Streaming works." || len(tc) != 1 || tc[0].Function.Arguments != `{"cmd":"go test"}` {
+		t.Fatalf("stored answer %+v", msgs[1])
 	}
 }
 
 func TestGatewayAnthropicErrors(t *testing.T) {
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(529)
 		fmt.Fprint(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
 	})
 	t.Setenv("CTXD_UPSTREAM_ANTHROPIC_API_KEY", "sk-ant-env")
-	ts := startWithKeys(t, func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	ts := startWithKeys(t, func(c *server.Config) { c.UpstreamAnthropicURL = up.URL })
 	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 256,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
 	var apiErr *anthropic.Error
@@ -205,7 +188,7 @@ func TestGatewayAnthropicErrors(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 529 || !strings.Contains(apiErr.Error(), "Overloaded") {
 		t.Fatalf("err %v, want the upstream's 529", err)
 	}
-	if k := anthropicKey(up.last(t).Header); k != "sk-ant-upstream" {
+	if k := fakemodel.AnthropicKey(up.Last(t).Header); k != "sk-ant-upstream" {
 		t.Fatalf("upstream x-api-key %q, want the caller's", k)
 	}
 }
@@ -216,7 +199,7 @@ func TestGatewayAnthropicErrors(t *testing.T) {
 func TestGatewayAnthropicCalibratesToReportedUsage(t *testing.T) {
 	t.Parallel()
 	tok := tokenizer.New()
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		raw, _ := json.Marshal(body["messages"])
 		n, _ := tok.Count("o200k_base", string(raw))
 		w.Header().Set("Content-Type", "application/json")
@@ -226,7 +209,7 @@ func TestGatewayAnthropicCalibratesToReportedUsage(t *testing.T) {
 			"usage": map[string]any{"input_tokens": 2 * n, "output_tokens": 1},
 		})
 	})
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamAnthropicURL = up.URL })
 	const window, answer = 3000, 200
 	client := anthropicClient(ts, option.WithHeader("X-Ctxd-Session", "calibrated"), option.WithHeader("X-Ctxd-Context-Window", fmt.Sprint(window)))
 	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: answer}
@@ -264,14 +247,14 @@ func TestGatewayAnthropicCalibratesToReportedUsage(t *testing.T) {
 
 func TestGatewayAnthropicFlushTurn(t *testing.T) {
 	t.Parallel()
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		if raw, _ := json.Marshal(body["tools"]); strings.Contains(string(raw), `"save_memory"`) {
-			anthropicAnswer(w, map[string]any{"type": "tool_use", "id": "toolu_n", "name": "save_memory", "input": map[string]any{"note": "Staging runs on port 8443."}})
+			fakemodel.AnthropicAnswer(w, map[string]any{"type": "tool_use", "id": "toolu_n", "name": "save_memory", "input": map[string]any{"note": "Staging runs on port 8443."}})
 			return
 		}
-		anthropicAnswer(w, map[string]any{"type": "text", "text": "carry on"})
+		fakemodel.AnthropicAnswer(w, map[string]any{"type": "text", "text": "carry on"})
 	})
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamAnthropicURL = up.URL })
 	client := anthropicClient(ts, option.WithHeader("X-Ctxd-Session", "an-flush"), option.WithHeader("X-Ctxd-Context-Window", "2000"))
 	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 100, System: []anthropic.TextBlockParam{{Text: "You run staging."}}}
 	for i := range 3 {
@@ -284,15 +267,15 @@ func TestGatewayAnthropicFlushTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Content[0].Text != "carry on" || up.count() != 2 {
-		t.Fatalf("answer %+v after %d upstream requests, want \"carry on\" after the flush turn and the call", res.Content, up.count())
+	if res.Content[0].Text != "carry on" || up.Count() != 2 {
+		t.Fatalf("answer %+v after %d upstream requests, want \"carry on\" after the flush turn and the call", res.Content, up.Count())
 	}
-	turns := up.requests[0].Body["messages"].([]any)
+	turns := up.Requests()[0].Body["messages"].([]any)
 	last := turns[len(turns)-1].(map[string]any)
 	if raw, _ := json.Marshal(last); last["role"] != "user" || !strings.Contains(string(raw), "save_memory") {
 		t.Fatalf("the flush turn ends with %s, want the instruction in the user's turn", raw)
 	}
-	if sys, _ := json.Marshal(up.requests[1].Body["system"]); !strings.Contains(string(sys), "port 8443") || !strings.Contains(string(sys), "You run staging.") {
+	if sys, _ := json.Marshal(up.Requests()[1].Body["system"]); !strings.Contains(string(sys), "port 8443") || !strings.Contains(string(sys), "You run staging.") {
 		t.Fatalf("the call's system prompt %s, want the client's and the saved note", sys)
 	}
 }
@@ -304,26 +287,25 @@ func TestGatewayAnthropicFlushTurn(t *testing.T) {
 func TestGatewayAnthropicTurnSystemMessages(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		calls++
-		anthropicAnswer(w, map[string]any{"type": "text", "text": fmt.Sprintf("answer %d", calls)})
+		fakemodel.AnthropicAnswer(w, map[string]any{"type": "text", "text": fmt.Sprintf("answer %d", calls)})
 	})
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamAnthropicURL = up.URL })
 	ts.Header = http.Header{"X-Ctxd-Session": {"turn-system"}}
 	reminder := map[string]any{"role": "system", "content": []any{map[string]any{"type": "text", "text": "Reminder: keep the tests green."}}}
 	messages := []any{map[string]any{"role": "user", "content": "Fix the parser."}, reminder}
 	call := func() {
-		ts.mustDo(200, "POST", "/v1/messages", map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1024,
-			"system": "You are a coding agent.", "messages": messages})
+		ts.call(200, "POST", "/v1/messages", map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1024,
+			"system": "You are a coding agent.", "messages": messages}, nil)
 	}
 	call()
 	messages = append(messages, map[string]any{"role": "assistant", "content": "answer 1"},
 		map[string]any{"role": "user", "content": "And the lexer?"}, reminder)
 	call()
 	var got []string
-	for _, m := range sessionMessages(ts, "turn-system") {
-		md, _ := m["metadata"].(map[string]any)
-		got = append(got, fmt.Sprintf("%v/%v/%v: %v", m["role"], m["pinned"], md[memory.TurnSystemKey], m["content"]))
+	for _, m := range ts.allMessages("turn-system") {
+		got = append(got, fmt.Sprintf("%v/%v/%v: %v", m.Role, m.Pinned, m.Metadata[memory.TurnSystemKey], m.Content))
 	}
 	want := []string{"system/false/<nil>: You are a coding agent.", "user/false/<nil>: Fix the parser.",
 		"system/false/true: Reminder: keep the tests green.", "assistant/false/<nil>: answer 1",
@@ -331,7 +313,7 @@ func TestGatewayAnthropicTurnSystemMessages(t *testing.T) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("stored\n%q\nwant\n%q", got, want)
 	}
-	sent := up.last(t).Body
+	sent := up.Last(t).Body
 	if sys, _ := json.Marshal(sent["system"]); strings.Contains(string(sys), "Reminder") {
 		t.Errorf("the reminder went into the system prompt: %s", sys)
 	}

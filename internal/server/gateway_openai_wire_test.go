@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,140 +14,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/fakemodel"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/tokenizer"
 	openai "github.com/sashabaranov/go-openai"
 )
 
-// fakeUpstream is a model API on loopback that records what it is sent and
-// answers with reply.
-type fakeUpstream struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []upstreamRequest
-	reply    func(w http.ResponseWriter, r *http.Request, body map[string]any)
-}
-
-type upstreamRequest struct {
-	Header http.Header
-	Body   map[string]any
-	Raw    []byte // the body as sent
-	Query  string
-}
-
-func newFakeUpstream(t *testing.T, reply func(w http.ResponseWriter, r *http.Request, body map[string]any)) *fakeUpstream {
-	t.Helper()
-	u := &fakeUpstream{reply: reply}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), 500)
-			return
-		}
-		var body map[string]any
-		if err := json.Unmarshal(raw, &body); err != nil {
-			http.Error(w, "not JSON: "+err.Error(), 400)
-			return
-		}
-		u.mu.Lock()
-		u.requests = append(u.requests, upstreamRequest{Header: r.Header.Clone(), Body: body, Raw: raw, Query: r.URL.RawQuery})
-		u.mu.Unlock()
-		u.reply(w, r, body)
-	}))
-	t.Cleanup(u.Close)
-	return u
-}
-
-func (u *fakeUpstream) last(t *testing.T) upstreamRequest {
-	t.Helper()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.requests) == 0 {
-		t.Fatal("the upstream got no request")
-	}
-	return u.requests[len(u.requests)-1]
-}
-
-func (u *fakeUpstream) count() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.requests)
-}
-
-// contents lists the upstream request's messages as "role: content".
-func (r upstreamRequest) contents() []string {
-	var out []string
-	msgs, _ := r.Body["messages"].([]any)
-	for _, m := range msgs {
-		mm := m.(map[string]any)
-		c, _ := mm["content"].(string)
-		out = append(out, fmt.Sprintf("%v: %s", mm["role"], c))
-	}
-	return out
-}
-
-// openaiAnswer answers a Chat Completions request with text.
-func openaiAnswer(w http.ResponseWriter, text string) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{
-		"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-			"message": map[string]any{"role": "assistant", "content": text}}},
-		"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
-	})
-}
-
 // echoUpstream answers "answer N" to the Nth request.
-func echoUpstream(t *testing.T) *fakeUpstream {
+func echoUpstream(t *testing.T) *fakemodel.Recorder {
 	var n int
 	var mu sync.Mutex
-	return newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	return fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		mu.Lock()
 		n++
 		i := n
 		mu.Unlock()
-		openaiAnswer(w, "answer "+strconv.Itoa(i))
+		fakemodel.OpenAIAnswer(w, "answer "+strconv.Itoa(i))
 	})
-}
-
-// headerDoer adds headers to every request of an SDK client.
-type headerDoer struct {
-	h    http.Header
-	last *http.Response
-}
-
-func (d *headerDoer) Do(r *http.Request) (*http.Response, error) {
-	for k, v := range d.h {
-		r.Header[k] = v
-	}
-	res, err := http.DefaultClient.Do(r)
-	d.last = res
-	return res, err
-}
-
-func openaiClient(ts *testServer, key string, h http.Header) (*openai.Client, *headerDoer) {
-	cfg := openai.DefaultConfig(key)
-	cfg.BaseURL = ts.URL + "/v1"
-	d := &headerDoer{h: h}
-	cfg.HTTPClient = d
-	return openai.NewClientWithConfig(cfg), d
-}
-
-// sessionMessages lists every message of a session, of every state.
-func sessionMessages(ts *testServer, session string) []map[string]any {
-	ts.t.Helper()
-	body := ts.mustDo(200, "GET", "/v1/sessions/"+session+"/messages?state=all&limit=1000", nil)
-	var out []map[string]any
-	for _, m := range body["messages"].([]any) {
-		out = append(out, m.(map[string]any))
-	}
-	return out
 }
 
 func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
 	t.Parallel()
 	up := echoUpstream(t)
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
-	client, doer := openaiClient(ts, "sk-upstream", nil)
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	client, doer := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", nil)
 	ctx := context.Background()
 	history := []openai.ChatCompletionMessage{{Role: "system", Content: "You are terse."}}
 	session := ""
@@ -164,39 +53,39 @@ func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
 		// No X-Ctxd-Session and no user: the session is named by a hash
 		// of the system prompt and the first user message, the same on
 		// every call.
-		got := doer.last.Header.Get("X-Ctxd-Session")
+		got := doer.Last.Header.Get("X-Ctxd-Session")
 		if got == "" || (session != "" && got != session) {
 			t.Fatalf("call %d: X-Ctxd-Session %q, the first call's %q", i, got, session)
 		}
 		session = got
-		if n, err := strconv.Atoi(doer.last.Header.Get("X-Ctxd-Tokens")); err != nil || n <= 0 {
-			t.Fatalf("call %d: X-Ctxd-Tokens %q", i, doer.last.Header.Get("X-Ctxd-Tokens"))
+		if n, err := strconv.Atoi(doer.Last.Header.Get("X-Ctxd-Tokens")); err != nil || n <= 0 {
+			t.Fatalf("call %d: X-Ctxd-Tokens %q", i, doer.Last.Header.Get("X-Ctxd-Tokens"))
 		}
 		// The window fits whole: the upstream sees the history as sent.
 		var want []string
 		for _, m := range history {
 			want = append(want, m.Role+": "+m.Content)
 		}
-		if got := up.last(t).contents(); strings.Join(got, "|") != strings.Join(want, "|") {
+		if got := up.Last(t).Contents(); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("call %d: upstream got %q, want %q", i, got, want)
 		}
-		if key := up.last(t).Body["prompt_cache_key"]; key != "ctxd-"+session {
+		if key := up.Last(t).Body["prompt_cache_key"]; key != "ctxd-"+session {
 			t.Fatalf("call %d: prompt_cache_key %v, want the session's", i, key)
 		}
-		if auth := up.last(t).Header.Get("Authorization"); auth != "Bearer sk-upstream" {
+		if auth := up.Last(t).Header.Get("Authorization"); auth != "Bearer sk-upstream" {
 			t.Fatalf("upstream Authorization %q, want the caller's", auth)
 		}
 		history = append(history, res.Choices[0].Message)
 	}
 	// No X-Ctxd-Context-Window: gpt-4o's 128k capped to the gateway's
 	// default, so ctxd keeps the window rather than passing it through.
-	if w := ts.sessionStatus(session)["context_window"]; w != float64(64_000) {
+	if w := ts.session(session).ContextWindow; w != 64_000 {
 		t.Fatalf("context_window %v, want 64000", w)
 	}
-	msgs := sessionMessages(ts, session)
+	msgs := ts.allMessages(session)
 	var got []string
 	for _, m := range msgs {
-		got = append(got, fmt.Sprintf("%v: %v", m["role"], m["content"]))
+		got = append(got, fmt.Sprintf("%v: %v", m.Role, m.Content))
 	}
 	want := "system: You are terse.|user: question 1|assistant: answer 1|user: question 2|assistant: answer 2|user: question 3|assistant: answer 3"
 	if strings.Join(got, "|") != want {
@@ -207,8 +96,8 @@ func TestGatewayOpenAIStoresResentHistoryOnce(t *testing.T) {
 func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
 	t.Parallel()
 	up := echoUpstream(t)
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
-	client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"edit-1"}})
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	client, _ := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"edit-1"}})
 	ctx := context.Background()
 	call := func(msgs ...openai.ChatCompletionMessage) openai.ChatCompletionMessage {
 		t.Helper()
@@ -226,15 +115,15 @@ func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
 	// up to a1 and the edited question.
 	u2e := openai.ChatCompletionMessage{Role: "user", Content: "second question, edited"}
 	call(u1, a1, u2e)
-	if got, want := strings.Join(up.last(t).contents(), "|"), "user: first question|assistant: answer 1|user: second question, edited"; got != want {
+	if got, want := strings.Join(up.Last(t).Contents(), "|"), "user: first question|assistant: answer 1|user: second question, edited"; got != want {
 		t.Fatalf("upstream got %q, want %q (the superseded tail must not be in the window)", got, want)
 	}
 	var active, superseded []string
-	for _, m := range sessionMessages(ts, "edit-1") {
-		if m["state"] == "dropped" {
-			superseded = append(superseded, m["content"].(string))
+	for _, m := range ts.allMessages("edit-1") {
+		if m.State == "dropped" {
+			superseded = append(superseded, m.Content)
 		} else {
-			active = append(active, m["content"].(string))
+			active = append(active, m.Content)
 		}
 	}
 	if got, want := strings.Join(active, "|"), "first question|answer 1|second question, edited|answer 3"; got != want {
@@ -243,9 +132,8 @@ func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
 	if got, want := strings.Join(superseded, "|"), "second question, with a typo|answer 2"; got != want {
 		t.Fatalf("superseded %q, want %q", got, want)
 	}
-	cold := ts.mustDo(200, "GET", "/v1/sessions/edit-1/cold", nil)
-	for _, c := range cold["chunks"].([]any) {
-		if r := c.(map[string]any)["drop_reason"]; r != "superseded" {
+	for _, c := range ts.cold("edit-1", "") {
+		if r := c.DropReason; r != "superseded" {
 			t.Fatalf("cold chunk's drop_reason %v, want superseded", r)
 		}
 	}
@@ -255,13 +143,13 @@ func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
 	call(sys1, u1, a1, u2e)
 	sys2 := openai.ChatCompletionMessage{Role: "system", Content: "Today is Tuesday."}
 	call(sys2, u1, a1, u2e)
-	if got, want := strings.Join(up.last(t).contents(), "|"), "system: Today is Tuesday.|user: first question|assistant: answer 1|user: second question, edited"; got != want {
+	if got, want := strings.Join(up.Last(t).Contents(), "|"), "system: Today is Tuesday.|user: first question|assistant: answer 1|user: second question, edited"; got != want {
 		t.Fatalf("upstream got %q, want %q", got, want)
 	}
 	var dropped []string
-	for _, m := range sessionMessages(ts, "edit-1") {
-		if m["state"] == "dropped" {
-			dropped = append(dropped, m["content"].(string))
+	for _, m := range ts.allMessages("edit-1") {
+		if m.State == "dropped" {
+			dropped = append(dropped, m.Content)
 		}
 	}
 	// answer 3, answer 4: regenerated answers the client did not keep
@@ -269,9 +157,9 @@ func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
 		t.Fatalf("superseded %q, want %q", got, want)
 	}
 	// Resending the edited history stores nothing new.
-	before := len(sessionMessages(ts, "edit-1"))
+	before := len(ts.allMessages("edit-1"))
 	call(sys2, u1, a1, u2e, openai.ChatCompletionMessage{Role: "assistant", Content: "answer 5"}, openai.ChatCompletionMessage{Role: "user", Content: "thanks"})
-	if got := len(sessionMessages(ts, "edit-1")); got != before+2 {
+	if got := len(ts.allMessages("edit-1")); got != before+2 {
 		t.Fatalf("%d messages after one more turn, want %d", got, before+2)
 	}
 }
@@ -279,9 +167,9 @@ func TestGatewayOpenAIDivergedHistorySupersedesTail(t *testing.T) {
 func TestGatewayOpenAIWindowFitsModel(t *testing.T) {
 	t.Parallel()
 	up := echoUpstream(t)
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	const window, answer = 2000, 300
-	client, doer := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"long-1"}, "X-Ctxd-Context-Window": {strconv.Itoa(window)}})
+	client, doer := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"long-1"}, "X-Ctxd-Context-Window": {strconv.Itoa(window)}})
 	history := []openai.ChatCompletionMessage{{Role: "system", Content: "You answer questions about the log."}}
 	for i := range 30 {
 		history = append(history,
@@ -293,10 +181,10 @@ func TestGatewayOpenAIWindowFitsModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent := up.last(t)
+	sent := up.Last(t)
 	tok := tokenizer.New()
 	total := 0
-	for _, m := range sent.contents() {
+	for _, m := range sent.Contents() {
 		n, err := tok.Count("o200k_base", m)
 		if err != nil {
 			t.Fatal(err)
@@ -306,20 +194,20 @@ func TestGatewayOpenAIWindowFitsModel(t *testing.T) {
 	if total > window-answer {
 		t.Fatalf("the upstream got %d tokens of content, over the window %d less the answer's %d", total, window, answer)
 	}
-	got := sent.contents()
+	got := sent.Contents()
 	if len(got) >= len(history) || got[len(got)-1] != "user: What did station 3 report?" || got[0] != "system: You answer questions about the log." {
 		t.Fatalf("upstream window of %d messages (history %d): first %q, last %q", len(got), len(history), got[0], got[len(got)-1])
 	}
-	if n, _ := strconv.Atoi(doer.last.Header.Get("X-Ctxd-Tokens")); n <= 0 || n > window-answer {
-		t.Fatalf("X-Ctxd-Tokens %q, want 1..%d", doer.last.Header.Get("X-Ctxd-Tokens"), window-answer)
+	if n, _ := strconv.Atoi(doer.Last.Header.Get("X-Ctxd-Tokens")); n <= 0 || n > window-answer {
+		t.Fatalf("X-Ctxd-Tokens %q, want 1..%d", doer.Last.Header.Get("X-Ctxd-Tokens"), window-answer)
 	}
-	msgs := sessionMessages(ts, "long-1")
-	if last := msgs[len(msgs)-1]; last["content"] != res.Choices[0].Message.Content || last["role"] != "assistant" {
+	msgs := ts.allMessages("long-1")
+	if last := msgs[len(msgs)-1]; last.Content != res.Choices[0].Message.Content || last.Role != "assistant" {
 		t.Fatalf("newest stored message %v, want the answer %q", last, res.Choices[0].Message.Content)
 	}
 	originals := 0
 	for _, m := range msgs {
-		if m["kind"] != "summary" {
+		if m.Kind != "summary" {
 			originals++
 		}
 	}
@@ -328,24 +216,12 @@ func TestGatewayOpenAIWindowFitsModel(t *testing.T) {
 	}
 }
 
-// sse writes one Chat Completions stream chunk.
-func sse(w http.ResponseWriter, chunk any) {
-	b, _ := json.Marshal(chunk)
-	fmt.Fprintf(w, "data: %s\n\n", b)
-	w.(http.Flusher).Flush()
-}
-
-func deltaChunk(delta map[string]any) map[string]any {
-	return map[string]any{"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o",
-		"choices": []any{map[string]any{"index": 0, "delta": delta}}}
-}
-
 func TestGatewayOpenAIStreamPassesThroughAndStores(t *testing.T) {
 	t.Parallel()
 	firstSeen := make(chan struct{})
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		sse(w, deltaChunk(map[string]any{"role": "assistant", "content": "Let me "}))
+		fakemodel.ChatChunk(w, fakemodel.DeltaChunk(map[string]any{"role": "assistant", "content": "Let me "}))
 		// The rest waits until the client has read the first chunk: a
 		// gateway that buffered the answer would never pass it on.
 		select {
@@ -353,14 +229,14 @@ func TestGatewayOpenAIStreamPassesThroughAndStores(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			return
 		}
-		sse(w, deltaChunk(map[string]any{"content": "check."}))
-		sse(w, deltaChunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call_1", "type": "function",
+		fakemodel.ChatChunk(w, fakemodel.DeltaChunk(map[string]any{"content": "check."}))
+		fakemodel.ChatChunk(w, fakemodel.DeltaChunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call_1", "type": "function",
 			"function": map[string]any{"name": "read_file", "arguments": `{"path":`}}}}))
-		sse(w, deltaChunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": `"main.go"}`}}}}))
+		fakemodel.ChatChunk(w, fakemodel.DeltaChunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": `"main.go"}`}}}}))
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	})
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
-	client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"stream-1"}})
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	client, _ := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"stream-1"}})
 	stream, err := client.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: "gpt-4o", Stream: true,
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "fix main.go"}}})
 	if err != nil {
@@ -388,17 +264,17 @@ func TestGatewayOpenAIStreamPassesThroughAndStores(t *testing.T) {
 	if text.String() != "Let me check." || args != `{"path":"main.go"}` {
 		t.Fatalf("client got text %q args %q", text.String(), args)
 	}
-	msgs := sessionMessages(ts, "stream-1")
+	msgs := ts.allMessages("stream-1")
 	if len(msgs) != 2 {
 		t.Fatalf("%d messages stored, want the question and the answer", len(msgs))
 	}
 	ans := msgs[1]
-	calls, _ := ans["tool_calls"].([]any)
-	if ans["content"] != "Let me check." || len(calls) != 1 {
-		t.Fatalf("stored answer %v", ans)
+	calls := ans.ToolCalls
+	if ans.Content != "Let me check." || len(calls) != 1 {
+		t.Fatalf("stored answer %+v", ans)
 	}
-	fn := calls[0].(map[string]any)["function"].(map[string]any)
-	if calls[0].(map[string]any)["id"] != "call_1" || fn["name"] != "read_file" || fn["arguments"] != `{"path":"main.go"}` {
+	fn := calls[0].Function
+	if calls[0].ID != "call_1" || fn.Name != "read_file" || fn.Arguments != `{"path":"main.go"}` {
 		t.Fatalf("stored tool call %v", calls[0])
 	}
 }
@@ -406,16 +282,16 @@ func TestGatewayOpenAIStreamPassesThroughAndStores(t *testing.T) {
 func TestGatewayOpenAIStreamStoredWhenClientLeaves(t *testing.T) {
 	t.Parallel()
 	firstSeen := make(chan struct{})
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		sse(w, deltaChunk(map[string]any{"role": "assistant", "content": "partial answer"}))
+		fakemodel.ChatChunk(w, fakemodel.DeltaChunk(map[string]any{"role": "assistant", "content": "partial answer"}))
 		<-firstSeen
 		// The client is gone: ctxd cancels this request.
 		<-r.Context().Done()
 	})
 	dir := t.TempDir()
-	ts := startServer(t, dir, func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
-	client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"leave-1"}})
+	ts := startServer(t, dir, func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	client, _ := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"leave-1"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: "gpt-4o", Stream: true,
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "explain"}}})
@@ -432,8 +308,8 @@ func TestGatewayOpenAIStreamStoredWhenClientLeaves(t *testing.T) {
 	// stored what it streamed by the time it returns.
 	ts.Stop()
 	ts = startServer(t, dir)
-	msgs := sessionMessages(ts, "leave-1")
-	if len(msgs) != 2 || msgs[1]["content"] != "partial answer" {
+	msgs := ts.allMessages("leave-1")
+	if len(msgs) != 2 || msgs[1].Content != "partial answer" {
 		t.Fatalf("stored %v, want the question and the partial answer", msgs)
 	}
 }
@@ -441,40 +317,42 @@ func TestGatewayOpenAIStreamStoredWhenClientLeaves(t *testing.T) {
 func TestGatewayOpenAIUpstreamErrors(t *testing.T) {
 	t.Parallel()
 	t.Run("PassThrough", func(t *testing.T) {
-		up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		t.Parallel()
+		up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
 			fmt.Fprint(w, `{"error":{"message":"slow down","type":"rate_limit_error","code":"rate_limit_exceeded"}}`)
 		})
-		ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
-		client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"err-1"}})
+		ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+		client, _ := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"err-1"}})
 		_, err := client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "gpt-4o",
 			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}})
 		var apiErr *openai.APIError
 		if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 429 || apiErr.Message != "slow down" {
 			t.Fatalf("err %v, want the upstream's 429 slow down", err)
 		}
-		if up.count() != 1 {
-			t.Fatalf("%d upstream requests, want 1 (only overflows are retried)", up.count())
+		if up.Count() != 1 {
+			t.Fatalf("%d upstream requests, want 1 (only overflows are retried)", up.Count())
 		}
 		// The question is stored; no answer is.
-		if msgs := sessionMessages(ts, "err-1"); len(msgs) != 1 {
+		if msgs := ts.allMessages("err-1"); len(msgs) != 1 {
 			t.Fatalf("%d messages stored, want 1", len(msgs))
 		}
 	})
 	t.Run("OverflowRetriedSmaller", func(t *testing.T) {
+		t.Parallel()
 		var upstreamCalls atomic.Int32
-		up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 			if up := upstreamCalls.Add(1); up == 1 {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusBadRequest)
 				fmt.Fprint(w, `{"error":{"message":"This model's maximum context length is 1000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`)
 				return
 			}
-			openaiAnswer(w, "fits now")
+			fakemodel.OpenAIAnswer(w, "fits now")
 		})
-		ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
-		client, doer := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"over-1"}, "X-Ctxd-Context-Window": {"4000"}})
+		ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+		client, doer := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"over-1"}, "X-Ctxd-Context-Window": {"4000"}})
 		var history []openai.ChatCompletionMessage
 		for i := range 24 {
 			history = append(history, openai.ChatCompletionMessage{Role: "user", Content: fmt.Sprintf("note %d: %s", i, strings.Repeat(fmt.Sprintf("valve %d settings and readings ", i), 40))},
@@ -485,15 +363,15 @@ func TestGatewayOpenAIUpstreamErrors(t *testing.T) {
 		if err != nil {
 			t.Fatalf("err %v, want the retry's answer", err)
 		}
-		if res.Choices[0].Message.Content != "fits now" || up.count() != 2 {
-			t.Fatalf("answer %q after %d upstream requests, want \"fits now\" after 2", res.Choices[0].Message.Content, up.count())
+		if res.Choices[0].Message.Content != "fits now" || up.Count() != 2 {
+			t.Fatalf("answer %q after %d upstream requests, want \"fits now\" after 2", res.Choices[0].Message.Content, up.Count())
 		}
-		first, second := len(up.requests[0].Body["messages"].([]any)), len(up.requests[1].Body["messages"].([]any))
+		first, second := len(up.Requests()[0].Body["messages"].([]any)), len(up.Requests()[1].Body["messages"].([]any))
 		if second >= first {
 			t.Fatalf("the retry sent %d messages, the refused request %d: want fewer", second, first)
 		}
-		if doer.last.Header.Get("X-Ctxd-Compacted") != "true" {
-			t.Fatalf("X-Ctxd-Compacted %q, want true", doer.last.Header.Get("X-Ctxd-Compacted"))
+		if doer.Last.Header.Get("X-Ctxd-Compacted") != "true" {
+			t.Fatalf("X-Ctxd-Compacted %q, want true", doer.Last.Header.Get("X-Ctxd-Compacted"))
 		}
 	})
 }
@@ -501,45 +379,45 @@ func TestGatewayOpenAIUpstreamErrors(t *testing.T) {
 func TestGatewayOpenAIKeysAndTenants(t *testing.T) {
 	up := echoUpstream(t)
 	t.Setenv("CTXD_UPSTREAM_OPENAI_API_KEY", "sk-from-env")
-	ts := startWithKeys(t, func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	ts := startWithKeys(t, func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	req := openai.ChatCompletionRequest{Model: "gpt-4o", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hello"}}}
 	// Without ctxd's key: 401, and nothing reaches the upstream.
-	client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"keyed"}})
+	client, _ := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"keyed"}})
 	var apiErr *openai.APIError
 	if _, err := client.CreateChatCompletion(context.Background(), req); !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 401 {
 		t.Fatalf("err %v, want 401", err)
 	}
 	// The provider's key in Authorization is not ctxd's.
-	client, _ = openaiClient(ts, keyA, http.Header{"X-Ctxd-Session": {"keyed"}})
+	client, _ = fakemodel.OpenAIClient(ts.URL+"/v1", keyA, http.Header{"X-Ctxd-Session": {"keyed"}})
 	if _, err := client.CreateChatCompletion(context.Background(), req); !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 401 {
 		t.Fatalf("err %v, want 401", err)
 	}
-	if up.count() != 0 {
-		t.Fatalf("%d upstream requests from refused calls", up.count())
+	if up.Count() != 0 {
+		t.Fatalf("%d upstream requests from refused calls", up.Count())
 	}
-	client, _ = openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"keyed"}, "X-Ctxd-Key": {keyA}})
+	client, _ = fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"keyed"}, "X-Ctxd-Key": {keyA}})
 	if _, err := client.CreateChatCompletion(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	if auth := up.last(t).Header.Get("Authorization"); auth != "Bearer sk-upstream" {
+	if auth := up.Last(t).Header.Get("Authorization"); auth != "Bearer sk-upstream" {
 		t.Fatalf("upstream Authorization %q, want the caller's", auth)
 	}
 	// No provider key from the caller: the configured one.
-	client, _ = openaiClient(ts, "", http.Header{"X-Ctxd-Session": {"keyed"}, "X-Ctxd-Key": {keyA}})
+	client, _ = fakemodel.OpenAIClient(ts.URL+"/v1", "", http.Header{"X-Ctxd-Session": {"keyed"}, "X-Ctxd-Key": {keyA}})
 	if _, err := client.CreateChatCompletion(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	if auth := up.last(t).Header.Get("Authorization"); auth != "Bearer sk-from-env" {
+	if auth := up.Last(t).Header.Get("Authorization"); auth != "Bearer sk-from-env" {
 		t.Fatalf("upstream Authorization %q, want the configured key", auth)
 	}
 	// The session is the tenant's: another tenant does not see it.
-	ts.as(keyA).mustDo(200, "GET", "/v1/sessions/keyed", nil)
-	ts.as(keyB).mustDo(404, "GET", "/v1/sessions/keyed", nil)
+	ts.as(keyA).call(200, "GET", "/v1/sessions/keyed", nil, nil)
+	ts.as(keyB).call(404, "GET", "/v1/sessions/keyed", nil, nil)
 }
 
 func TestGatewayOpenAIFlushTurn(t *testing.T) {
 	t.Parallel()
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		raw, _ := json.Marshal(body["tools"])
 		if strings.Contains(string(raw), `"save_memory"`) {
 			w.Header().Set("Content-Type", "application/json")
@@ -549,10 +427,10 @@ func TestGatewayOpenAIFlushTurn(t *testing.T) {
 						"function": map[string]any{"name": "save_memory", "arguments": `{"note":"The deploy key lives at vault path secret/deploy-7."}`}}}}}}})
 			return
 		}
-		openaiAnswer(w, "carry on")
+		fakemodel.OpenAIAnswer(w, "carry on")
 	})
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
-	client, _ := openaiClient(ts, "sk-upstream", http.Header{"X-Ctxd-Session": {"flush-1"}, "X-Ctxd-Context-Window": {"2000"}})
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	client, _ := fakemodel.OpenAIClient(ts.URL+"/v1", "sk-upstream", http.Header{"X-Ctxd-Session": {"flush-1"}, "X-Ctxd-Context-Window": {"2000"}})
 	tools := []openai.Tool{{Type: "function", Function: &openai.FunctionDefinition{Name: "run", Parameters: json.RawMessage(`{"type":"object"}`)}}}
 	history := []openai.ChatCompletionMessage{{Role: "system", Content: "You deploy services."}}
 	call := func() {
@@ -569,8 +447,8 @@ func TestGatewayOpenAIFlushTurn(t *testing.T) {
 	// A short session: no flush turn.
 	history = append(history, openai.ChatCompletionMessage{Role: "user", Content: "hello"})
 	call()
-	if up.count() != 1 {
-		t.Fatalf("%d upstream requests for a short session, want 1", up.count())
+	if up.Count() != 1 {
+		t.Fatalf("%d upstream requests for a short session, want 1", up.Count())
 	}
 	// Near the compaction trigger (half of 2,000, flush_due 250 before it).
 	// Each note under a quarter of the window: a larger message counts as
@@ -582,11 +460,11 @@ func TestGatewayOpenAIFlushTurn(t *testing.T) {
 		}
 	}
 	call()
-	if up.count() != 3 {
-		t.Fatalf("%d upstream requests, want 3 (the flush turn, then the call); session %v", up.count(), ts.mustDo(200, "GET", "/v1/sessions/flush-1", nil))
+	if up.Count() != 3 {
+		t.Fatalf("%d upstream requests, want 3 (the flush turn, then the call); session %+v", up.Count(), ts.session("flush-1"))
 	}
-	flush, real := up.requests[1], up.requests[2]
-	if got := flush.contents(); !strings.Contains(got[len(got)-1], "save_memory") {
+	flush, real := up.Requests()[1], up.Requests()[2]
+	if got := flush.Contents(); !strings.Contains(got[len(got)-1], "save_memory") {
 		t.Fatalf("the flush turn's last message %q, want the flush instruction", got[len(got)-1])
 	}
 	if raw, _ := json.Marshal(flush.Body["tools"]); !strings.Contains(string(raw), `"run"`) || flush.Body["stream"] != nil {
@@ -595,22 +473,22 @@ func TestGatewayOpenAIFlushTurn(t *testing.T) {
 	if raw, _ := json.Marshal(real.Body["tools"]); strings.Contains(string(raw), "save_memory") {
 		t.Fatalf("the client's call went with ctxd's tool: %s", raw)
 	}
-	if got := strings.Join(real.contents(), "|"); !strings.Contains(got, "secret/deploy-7") || strings.Contains(got, "about to be compacted") {
+	if got := strings.Join(real.Contents(), "|"); !strings.Contains(got, "secret/deploy-7") || strings.Contains(got, "about to be compacted") {
 		t.Fatalf("the client's call went with %q: want the saved note, not the flush turn", got)
 	}
 	var notes, conversation []string
-	for _, m := range sessionMessages(ts, "flush-1") {
-		if m["kind"] == "summary" {
+	for _, m := range ts.allMessages("flush-1") {
+		if m.Kind == "summary" {
 			continue
 		}
-		if md, _ := m["metadata"].(map[string]any); md["ctxd_note"] == true {
-			if m["pinned"] != true {
+		if m.Metadata["ctxd_note"] == true {
+			if !m.Pinned {
 				t.Fatalf("note %v is not pinned", m)
 			}
-			notes = append(notes, m["content"].(string))
+			notes = append(notes, m.Content)
 			continue
 		}
-		conversation = append(conversation, m["content"].(string))
+		conversation = append(conversation, m.Content)
 	}
 	if len(notes) != 1 || !strings.Contains(notes[0], "secret/deploy-7") {
 		t.Fatalf("notes %q", notes)
@@ -621,7 +499,7 @@ func TestGatewayOpenAIFlushTurn(t *testing.T) {
 	// Once per compaction cycle: the next call has no flush turn.
 	history = append(history, openai.ChatCompletionMessage{Role: "user", Content: "next step"})
 	call()
-	if up.count() != 4 {
-		t.Fatalf("%d upstream requests, want 4 (no second flush turn this cycle)", up.count())
+	if up.Count() != 4 {
+		t.Fatalf("%d upstream requests, want 4 (no second flush turn this cycle)", up.Count())
 	}
 }

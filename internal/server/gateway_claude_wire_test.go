@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ctxd/ctxd/internal/fakemodel"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/tokenizer"
 )
 
@@ -24,7 +26,7 @@ import (
 // and a tool call until steps have run, then thinking and text; a flush
 // turn with a save_memory call.
 type claudeUpstream struct {
-	*fakeUpstream
+	*fakemodel.Recorder
 	mu        sync.Mutex
 	window    int
 	steps     int
@@ -50,12 +52,11 @@ func newClaudeUpstream(t *testing.T, window, steps int) *claudeUpstream {
 		w.WriteHeader(400)
 		json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": msg}})
 	}
-	u.fakeUpstream = newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+	u.Recorder = fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
 		u.mu.Lock()
 		defer u.mu.Unlock()
-		u.fakeUpstream.mu.Lock()
-		raw := u.fakeUpstream.requests[len(u.fakeUpstream.requests)-1].Raw
-		u.fakeUpstream.mu.Unlock()
+		reqs := u.Requests()
+		raw := reqs[len(reqs)-1].Raw
 		var req struct {
 			System    json.RawMessage `json:"system"`
 			Tools     json.RawMessage `json:"tools"`
@@ -215,7 +216,7 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 	t.Parallel()
 	const window, steps = 24_000, 24
 	up := newClaudeUpstream(t, window, steps)
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamAnthropicURL = up.URL })
 	h := http.Header{"X-Api-Key": {"sk-ant-up"}, "Anthropic-Version": {"2023-06-01"}, "Anthropic-Beta": {"interleaved-thinking-2025-05-14"},
 		"X-Ctxd-Context-Window": {strconv.Itoa(window)}, "X-Claude-Code-Session-Id": {"3f2a9c1e-claude"}}
 	system := []any{
@@ -229,7 +230,7 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 		"cache_control": map[string]any{"type": "ephemeral"}}}}}
 	compactions, lowered, session := 0, "", ""
 	for call := 1; call <= steps+1; call++ {
-		status, hdr, body := postGateway(t, ts, "/v1/messages?beta=true", h, map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 32000,
+		status, hdr, body := fakemodel.Post(t, ts.URL+"/v1/messages?beta=true", h, map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 32000,
 			"thinking": map[string]any{"type": "enabled", "budget_tokens": 31999}, "system": system, "tools": tools, "messages": messages,
 			"metadata": map[string]any{"user_id": "user_abc_account__session_3f2a9c1e"}})
 		if status != 200 {
@@ -248,7 +249,7 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 			// A side call of the same CLI session (a title), with its
 			// own system prompt: a session of its own, superseding
 			// nothing of the main conversation's.
-			status, hdr, body := postGateway(t, ts, "/v1/messages?beta=true", h, map[string]any{"model": "claude-haiku-4-5", "max_tokens": 512,
+			status, hdr, body := fakemodel.Post(t, ts.URL+"/v1/messages?beta=true", h, map[string]any{"model": "claude-haiku-4-5", "max_tokens": 512,
 				"system":   []any{map[string]any{"type": "text", "text": "Write a 5-word title for the conversation."}},
 				"messages": []any{map[string]any{"role": "user", "content": "Find the failing part."}}})
 			if status != 200 || hdr.Get("X-Ctxd-Session") == session {
@@ -282,10 +283,9 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 	// The client rewrote its own Bash inputs (as Claude Code drops "cd
 	// <cwd> &&"): nothing of the conversation was stored twice.
 	seen := map[string]bool{}
-	for _, m := range sessionMessages(ts, session) {
-		calls, _ := m["tool_calls"].([]any)
-		for _, c := range calls {
-			id := c.(map[string]any)["id"].(string)
+	for _, m := range ts.allMessages(session) {
+		for _, c := range m.ToolCalls {
+			id := c.ID
 			if seen[id] {
 				t.Fatalf("the call %s was stored twice: the client's rewrite of its own turn superseded the stored one", id)
 			}
@@ -294,16 +294,15 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 	}
 	// The cache figures the upstream reported, kept per session (the side
 	// call's and flush turns' in their own or not at all).
-	st := ts.sessionStatus(session)
-	pc, _ := st["prompt_cache"].(map[string]any)
-	if pc == nil || pc["cache_read_tokens"].(float64) <= 0 || pc["hit_rate"].(float64) <= 0 || pc["calls"].(float64) != steps+1 {
-		t.Fatalf("prompt_cache %v (the upstream reported %d cached tokens)", st["prompt_cache"], up.cached)
+	pc := ts.session(session).PromptCache
+	if pc == nil || pc.CachedRead <= 0 || pc.HitRate <= 0 || pc.Calls != steps+1 {
+		t.Fatalf("prompt_cache %+v (the upstream reported %d cached tokens)", pc, up.cached)
 	}
-	t.Logf("prompt cache: %v", pc)
+	t.Logf("prompt cache: %+v", *pc)
 	if lowered == "" {
 		t.Fatal("no X-Ctxd-Max-Tokens: max_tokens 32,000 was not lowered")
 	}
-	if sent := up.last(t).Body["max_tokens"].(float64); strconv.Itoa(int(sent)) != lowered {
+	if sent := up.Last(t).Body["max_tokens"].(float64); strconv.Itoa(int(sent)) != lowered {
 		t.Fatalf("upstream max_tokens %v, header %s", sent, lowered)
 	}
 	if up.overflows != 0 || len(up.rejected) != 0 {
@@ -311,8 +310,8 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 	}
 	// X-Ctxd-Compacted tells each compaction (here old tool outputs are
 	// pruned in the window, and none is needed).
-	if st := ts.sessionStatus(session); int(st["compactions"].(float64)) != compactions {
-		t.Fatalf("X-Ctxd-Compacted true on %d calls, the session compacted %v times", compactions, st["compactions"])
+	if st := ts.session(session); st.Compactions != compactions {
+		t.Fatalf("X-Ctxd-Compacted true on %d calls, the session compacted %v times", compactions, st.Compactions)
 	}
 }
 
@@ -323,7 +322,7 @@ func TestGatewayClaudeCodeDefaults(t *testing.T) {
 // error shape.
 func TestGatewayCountTokensAndModels(t *testing.T) {
 	t.Parallel()
-	up := newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	up := fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/v1/messages/count_tokens":
@@ -337,16 +336,16 @@ func TestGatewayCountTokensAndModels(t *testing.T) {
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":"gpt-5","object":"model"}],"auth":%q,"path":%q}`, r.Header.Get("Authorization"), r.URL.Path)
 	}))
 	t.Cleanup(models.Close)
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamAnthropicURL = up.URL; c.UpstreamOpenAIURL = models.URL + "/v1" })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamAnthropicURL = up.URL; c.UpstreamOpenAIURL = models.URL + "/v1" })
 	h := http.Header{"X-Api-Key": {"sk-ant-up"}, "Anthropic-Version": {"2023-06-01"}, "Anthropic-Beta": {"token-counting-2024-11-01"}}
-	status, _, body := postGateway(t, ts, "/v1/messages/count_tokens?beta=true", h, map[string]any{"model": "claude-sonnet-4-5",
+	status, _, body := fakemodel.Post(t, ts.URL+"/v1/messages/count_tokens?beta=true", h, map[string]any{"model": "claude-sonnet-4-5",
 		"messages": []any{map[string]any{"role": "user", "content": "hi"}}})
 	if status != 200 || string(body) != `{"input_tokens":100}` {
 		t.Fatalf("count_tokens: %d %s", status, body)
 	}
-	sent := up.last(t)
-	if sent.Query != "beta=true" || sent.Header.Get("Anthropic-Beta") != "token-counting-2024-11-01" || anthropicKey(sent.Header) != "sk-ant-up" {
-		t.Fatalf("forwarded query %q, beta %q, key %q", sent.Query, sent.Header.Get("Anthropic-Beta"), anthropicKey(sent.Header))
+	sent := up.Last(t)
+	if sent.Query != "beta=true" || sent.Header.Get("Anthropic-Beta") != "token-counting-2024-11-01" || fakemodel.AnthropicKey(sent.Header) != "sk-ant-up" {
+		t.Fatalf("forwarded query %q, beta %q, key %q", sent.Query, sent.Header.Get("Anthropic-Beta"), fakemodel.AnthropicKey(sent.Header))
 	}
 	req, _ := http.NewRequest("GET", ts.URL+"/v1/models", nil)
 	req.Header.Set("Authorization", "Bearer sk-openai")
@@ -361,7 +360,7 @@ func TestGatewayCountTokensAndModels(t *testing.T) {
 		t.Fatalf("models: %d %v", res.StatusCode, list)
 	}
 	// ctxd's own refusal on /v1/messages: Anthropic's shape.
-	status, _, body = postGateway(t, ts, "/v1/messages", h, map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 10,
+	status, _, body = fakemodel.Post(t, ts.URL+"/v1/messages", h, map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 10,
 		"messages": []any{map[string]any{"role": "robot", "content": "hi"}}})
 	var e struct {
 		Type  string

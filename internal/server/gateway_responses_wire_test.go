@@ -1,17 +1,18 @@
-package main
+package server_test
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/ctxd/ctxd/internal/fakemodel"
+	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/tokenizer"
 )
 
@@ -22,7 +23,7 @@ import (
 // o200k_base, OpenAI's count). It answers a tool call (with a reasoning
 // item) until the client has run steps of them, then a message.
 type responsesUpstream struct {
-	*fakeUpstream
+	*fakemodel.Recorder
 	mu        sync.Mutex
 	window    int
 	steps     int
@@ -33,7 +34,7 @@ type responsesUpstream struct {
 func newResponsesUpstream(t *testing.T, window, steps int) *responsesUpstream {
 	tok := tokenizer.New()
 	u := &responsesUpstream{window: window, steps: steps, reasoning: map[string]string{}}
-	u.fakeUpstream = newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	u.Recorder = fakemodel.NewRecorder(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		u.mu.Lock()
 		defer u.mu.Unlock()
 		var req struct {
@@ -43,9 +44,8 @@ func newResponsesUpstream(t *testing.T, window, steps int) *responsesUpstream {
 			Stream          bool              `json:"stream"`
 			Previous        *string           `json:"previous_response_id"`
 		}
-		u.fakeUpstream.mu.Lock()
-		raw := u.fakeUpstream.requests[len(u.fakeUpstream.requests)-1].Raw
-		u.fakeUpstream.mu.Unlock()
+		reqs := u.Requests()
+		raw := reqs[len(reqs)-1].Raw
 		if err := json.Unmarshal(raw, &req); err != nil {
 			openaiError(w, 400, "invalid_request_error", err.Error())
 			return
@@ -157,24 +157,6 @@ func openaiError(w http.ResponseWriter, status int, code, msg string) {
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": code}})
 }
 
-// postGateway sends body to ctxd and answers the status, headers and body.
-func postGateway(t *testing.T, ts *testServer, path string, h http.Header, body any) (int, http.Header, []byte) {
-	t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", ts.URL+path, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	out, _ := io.ReadAll(res.Body)
-	return res.StatusCode, res.Header, out
-}
-
 // sseOutput reads a Responses stream's completed response.
 func sseOutput(t *testing.T, body []byte) map[string]any {
 	t.Helper()
@@ -202,12 +184,12 @@ func TestGatewayResponsesToolLoop(t *testing.T) {
 	t.Parallel()
 	const window, steps = 6000, 16
 	up := newResponsesUpstream(t, window, steps)
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	h := http.Header{"Authorization": {"Bearer sk-up"}, "X-Ctxd-Context-Window": {strconv.Itoa(window)}}
 	input := []any{map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": "Find the failing part."}}}}
 	session, compacted := "", false
 	for call := 1; ; call++ {
-		status, hdr, body := postGateway(t, ts, "/v1/responses", h, map[string]any{"model": "gpt-5", "instructions": "You are a coding agent.",
+		status, hdr, body := fakemodel.Post(t, ts.URL+"/v1/responses", h, map[string]any{"model": "gpt-5", "instructions": "You are a coding agent.",
 			"input": input, "tools": []any{map[string]any{"type": "function", "name": "shell", "parameters": map[string]any{"type": "object"}}},
 			"stream": call%2 == 0, "store": false, "max_output_tokens": 1000, "include": []string{"reasoning.encrypted_content"},
 			"prompt_cache_key": "codex-conv-1"})
@@ -245,16 +227,16 @@ func TestGatewayResponsesToolLoop(t *testing.T) {
 		input = append(input, map[string]any{"type": "function_call_output", "call_id": last["call_id"], "output": strings.Join(lines, "\n")})
 	}
 	// Flush turns are spaced: at most one in 20 calls (< 5 per 100).
-	if extra := up.count() - (steps + 1); extra > 1 {
-		t.Fatalf("%d model calls for %d client calls: %d flush turns, want at most 1", up.count(), steps+1, extra)
+	if extra := up.Count() - (steps + 1); extra > 1 {
+		t.Fatalf("%d model calls for %d client calls: %d flush turns, want at most 1", up.Count(), steps+1, extra)
 	}
 	if session != "codex-conv-1" {
 		t.Fatalf("session %q, want the prompt_cache_key's", session)
 	}
 	// Each item stored once: a superseded copy would be counted too.
 	originals := 0
-	for _, m := range sessionMessages(ts, session) {
-		if m["kind"] != "summary" && !strings.HasPrefix(fmt.Sprint(m["content"]), "Note saved before compaction") {
+	for _, m := range ts.allMessages(session) {
+		if m.Kind != "summary" && !strings.HasPrefix(m.Content, "Note saved before compaction") {
 			originals++
 		}
 	}
@@ -262,9 +244,9 @@ func TestGatewayResponsesToolLoop(t *testing.T) {
 	if want := 2 + 2*steps + 1; originals != want {
 		t.Fatalf("%d originals stored, want %d", originals, want)
 	}
-	st := ts.sessionStatus(session)
-	if st["compactions"].(float64) < 1 || !compacted {
-		t.Fatalf("compactions %v, X-Ctxd-Compacted seen %v: want the session compacted", st["compactions"], compacted)
+	st := ts.session(session)
+	if st.Compactions < 1 || !compacted {
+		t.Fatalf("compactions %v, X-Ctxd-Compacted seen %v: want the session compacted", st.Compactions, compacted)
 	}
 }
 
@@ -275,21 +257,21 @@ func TestGatewayResponsesToolLoop(t *testing.T) {
 func TestGatewayResponsesPreviousResponseID(t *testing.T) {
 	t.Parallel()
 	up := newResponsesUpstream(t, 100_000, 1)
-	ts := startServer(t, t.TempDir(), func(c *Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
+	ts := startServer(t, t.TempDir(), func(c *server.Config) { c.UpstreamOpenAIURL = up.URL + "/v1" })
 	h := http.Header{"Authorization": {"Bearer sk-up"}}
-	status, _, body := postGateway(t, ts, "/v1/responses", h, map[string]any{"model": "gpt-5", "input": "Run the tests."})
+	status, _, body := fakemodel.Post(t, ts.URL+"/v1/responses", h, map[string]any{"model": "gpt-5", "input": "Run the tests."})
 	if status != 200 {
 		t.Fatalf("%d %s", status, body)
 	}
 	var r1 map[string]any
 	json.Unmarshal(body, &r1)
 	call := r1["output"].([]any)[1].(map[string]any)
-	status, hdr, body := postGateway(t, ts, "/v1/responses", h, map[string]any{"model": "gpt-5", "previous_response_id": r1["id"],
+	status, hdr, body := fakemodel.Post(t, ts.URL+"/v1/responses", h, map[string]any{"model": "gpt-5", "previous_response_id": r1["id"],
 		"input": []any{map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": "3 passed"}}})
 	if status != 200 {
 		t.Fatalf("continuation: %d %s", status, body)
 	}
-	sent := up.last(t)
+	sent := up.Last(t)
 	if _, ok := sent.Body["previous_response_id"]; ok {
 		t.Fatal("previous_response_id was sent upstream")
 	}
@@ -301,12 +283,12 @@ func TestGatewayResponsesPreviousResponseID(t *testing.T) {
 	if got, want := strings.Join(types, " "), "message/user function_call/<nil> function_call_output/<nil>"; got != want {
 		t.Fatalf("upstream input %s, want %s", got, want)
 	}
-	msgs := sessionMessages(ts, hdr.Get("X-Ctxd-Session"))
-	if len(msgs) != 4 || msgs[3]["content"] != "done after 1 steps" {
+	msgs := ts.allMessages(hdr.Get("X-Ctxd-Session"))
+	if len(msgs) != 4 || msgs[3].Content != "done after 1 steps" {
 		t.Fatalf("stored %v", msgs)
 	}
 	// An id ctxd does not know: OpenAI's error shape and code.
-	status, _, body = postGateway(t, ts, "/v1/responses", h, map[string]any{"model": "gpt-5", "previous_response_id": "resp_unknown", "input": "hi"})
+	status, _, body = fakemodel.Post(t, ts.URL+"/v1/responses", h, map[string]any{"model": "gpt-5", "previous_response_id": "resp_unknown", "input": "hi"})
 	var e struct {
 		Error struct{ Message, Type, Code, Param string }
 	}
@@ -314,12 +296,12 @@ func TestGatewayResponsesPreviousResponseID(t *testing.T) {
 		t.Fatalf("unknown id: %d %s", status, body)
 	}
 	// compact: refused clearly, in OpenAI's shape
-	status, _, body = postGateway(t, ts, "/v1/responses/compact", h, map[string]any{"model": "gpt-5", "input": "hi"})
+	status, _, body = fakemodel.Post(t, ts.URL+"/v1/responses/compact", h, map[string]any{"model": "gpt-5", "input": "hi"})
 	if json.Unmarshal(body, &e); status != 400 || e.Error.Code != "unsupported_by_ctxd" || !strings.Contains(e.Error.Message, "ctxd compacts") {
 		t.Fatalf("compact: %d %s", status, body)
 	}
 	// A bad body: OpenAI's shape too.
-	status, _, body = postGateway(t, ts, "/v1/responses", h, map[string]any{"model": "gpt-5"})
+	status, _, body = fakemodel.Post(t, ts.URL+"/v1/responses", h, map[string]any{"model": "gpt-5"})
 	if json.Unmarshal(body, &e); status != 400 || e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, "input") {
 		t.Fatalf("no input: %d %s", status, body)
 	}
