@@ -59,7 +59,7 @@ const anthropicVersion = "2023-06-01"
 
 func (s *Server) anthropicMessages(c echo.Context) error {
 	var req anthropicRequest
-	raw, messages, err := decodeModelCall(c, &req, "messages", &s.lists)
+	raw, messages, rep, err := decodeModelCall(c, &req, "messages", &s.lists)
 	if err != nil {
 		return err
 	}
@@ -74,6 +74,7 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		history = append(history, &memory.Message{Role: memory.RoleSystem, Content: system})
 		f.origin = append(f.origin, -1)
 	}
+	upTo := 0 // history[:upTo] is the list's repeated elements (and the system prompt)
 	for i, rm := range req.Messages {
 		d, err := s.anthropicMessage(i, rm)
 		if err != nil {
@@ -89,6 +90,9 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 			f.origin = append(f.origin, i)
 		}
 		f.parts[i] = len(msgs)
+		if i < rep.k {
+			upTo = len(history)
+		}
 	}
 	window, err := contextWindow(c, req.Model)
 	if err != nil {
@@ -99,6 +103,7 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		req: memory.GatewayRequest{
 			Session: anthropicSession(c.Request().Header, req.Metadata.UserID, system, firstUser),
 			History: history, ContextWindow: window, Reserve: answerReserve(req.MaxTokens, window), Tools: tools,
+			Repeat: rep.history(history, upTo),
 		},
 		format:   f,
 		upstream: s.opts.Gateway.Anthropic,

@@ -30,16 +30,17 @@ import (
 // it. The members of the body's list member (its history: "messages",
 // "input") are answered apart, as sent, and are not decoded into req; nil
 // when that member is not an array.
-func decodeModelCall(c echo.Context, req any, list string, lists *listCache) (map[string]json.RawMessage, []json.RawMessage, error) {
+// rep says which of the list's elements repeat a recent call's.
+func decodeModelCall(c echo.Context, req any, list string, lists *listCache) (map[string]json.RawMessage, []json.RawMessage, listRepeat, error) {
 	body, err := readBody(c.Request())
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, nil, memory.Errorf(memory.ETOOLARGE, "request body is over the gateway's limit of %d bytes", tooBig.Limit)
+		return nil, nil, listRepeat{}, memory.Errorf(memory.ETOOLARGE, "request body is over the gateway's limit of %d bytes", tooBig.Limit)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, listRepeat{}, err
 	}
-	if raw, elems, ok := splitModelCall(body, list, lists); ok {
+	if raw, elems, rep, ok := splitRepeat(body, list, lists); ok {
 		rest := make(map[string]json.RawMessage, len(raw))
 		for k, v := range raw {
 			if k != list || elems == nil {
@@ -51,27 +52,27 @@ func decodeModelCall(c echo.Context, req any, list string, lists *listCache) (ma
 			err = json.Unmarshal(b, req)
 		}
 		if err != nil {
-			return nil, nil, memory.Errorf(memory.EINVALID, "body: %v", err)
+			return nil, nil, listRepeat{}, memory.Errorf(memory.EINVALID, "body: %v", err)
 		}
-		return raw, elems, nil
+		return raw, elems, rep, nil
 	}
 	// A body the one pass did not take (bad text, a duplicate member, not
 	// an object): read as before, for the errors clients know.
 	if err := checkJSONText(body); err != nil {
-		return nil, nil, err
+		return nil, nil, listRepeat{}, err
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, nil, memory.Errorf(memory.EINVALID, "body: not a JSON object: %v", err)
+		return nil, nil, listRepeat{}, memory.Errorf(memory.EINVALID, "body: not a JSON object: %v", err)
 	}
 	if err := json.Unmarshal(body, req); err != nil {
-		return nil, nil, memory.Errorf(memory.EINVALID, "body: %v", err)
+		return nil, nil, listRepeat{}, memory.Errorf(memory.EINVALID, "body: %v", err)
 	}
 	var elems []json.RawMessage
 	if json.Unmarshal(raw[list], &elems) != nil {
 		elems = nil
 	}
-	return raw, elems, nil
+	return raw, elems, listRepeat{}, nil
 }
 
 // splitModelCall reads body in one pass: its members as sent, and the
@@ -82,10 +83,17 @@ func decodeModelCall(c echo.Context, req any, list string, lists *listCache) (ma
 // checkJSONText's rules. With lists (nil: none), the part of the list that
 // repeats a recent call's, byte for byte, is not read again (see listCache).
 func splitModelCall(body []byte, list string, lists *listCache) (raw map[string]json.RawMessage, elems []json.RawMessage, ok bool) {
+	raw, elems, _, ok = splitRepeat(body, list, lists)
+	return raw, elems, ok
+}
+
+// splitRepeat is splitModelCall, saying too which elements of the list
+// repeat a recent call's.
+func splitRepeat(body []byte, list string, lists *listCache) (raw map[string]json.RawMessage, elems []json.RawMessage, rep listRepeat, ok bool) {
 	dec := jsontext.NewDecoder(bytes.NewBuffer(body)) // read in place; a Reader is copied into a growing buffer
 	tok, err := dec.ReadToken()
 	if err != nil || tok.Kind() != '{' {
-		return nil, nil, false
+		return nil, nil, rep, false
 	}
 	raw = map[string]json.RawMessage{}
 	var start int
@@ -93,12 +101,12 @@ func splitModelCall(body []byte, list string, lists *listCache) (raw map[string]
 	for dec.PeekKind() != '}' {
 		tok, err := dec.ReadToken()
 		if err != nil {
-			return nil, nil, false
+			return nil, nil, rep, false
 		}
 		name := tok.String() // the token is void after the next read
 		if list != "" && name == list && dec.PeekKind() == '[' {
 			if _, err := dec.ReadToken(); err != nil {
-				return nil, nil, false
+				return nil, nil, rep, false
 			}
 			start = int(dec.InputOffset()) - 1
 			starts, ends = []int{}, []int{}
@@ -113,56 +121,86 @@ func splitModelCall(body []byte, list string, lists *listCache) (raw map[string]
 							}
 							if starts, ends, ok = splitAfter(body, start, ends[k-1], list, raw, starts, ends); !ok {
 								// read whole, for its own answer (a "" member after the list is fine)
-								return splitModelCall(body, list, nil)
+								return splitRepeat(body, list, nil)
 							}
 							lists.resumed.Add(1)
-							return raw, listed(body, start, starts, ends, list, lists), true
+							elems, rep.call = listed(body, start, starts, ends, list, lists)
+							rep.of, rep.k = seen.id, k
+							return raw, elems, rep, true
 						}
 					}
 				}
 				v, err := dec.ReadValue()
 				if err != nil {
-					return nil, nil, false
+					return nil, nil, rep, false
 				}
 				end := int(dec.InputOffset())
 				starts, ends = append(starts, end-len(v)), append(ends, end)
 			}
 			if _, err := dec.ReadToken(); err != nil {
-				return nil, nil, false
+				return nil, nil, rep, false
 			}
 			raw[list] = body[start:dec.InputOffset():dec.InputOffset()]
 			continue
 		}
 		v, err := dec.ReadValue()
 		if err != nil {
-			return nil, nil, false
+			return nil, nil, rep, false
 		}
 		end := dec.InputOffset()
 		raw[name] = body[end-int64(len(v)) : end : end]
 	}
 	if _, err := dec.ReadToken(); err != nil {
-		return nil, nil, false
+		return nil, nil, rep, false
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, nil, false // data after the object
+		return nil, nil, rep, false // data after the object
 	}
 	if ends == nil {
-		return raw, nil, true
+		return raw, nil, rep, true
 	}
-	return raw, listed(body, start, starts, ends, list, lists), true
+	elems, rep.call = listed(body, start, starts, ends, list, lists)
+	return raw, elems, rep, true
 }
 
 // listed answers the list's elements as slices of body, and records the
-// list in lists for the next call.
-func listed(body []byte, start int, starts, ends []int, list string, lists *listCache) []json.RawMessage {
+// list in lists for the next call, under the id it answers (0: not
+// recorded).
+func listed(body []byte, start int, starts, ends []int, list string, lists *listCache) ([]json.RawMessage, uint64) {
 	elems := make([]json.RawMessage, len(ends))
 	for i, e := range ends {
 		elems[i] = body[starts[i]:e:e]
 	}
-	if len(ends) >= keyed {
-		lists.put(listKey(list, body[start:ends[keyed-1]]), &seenList{body: body, start: start, starts: starts, ends: ends})
+	var id uint64
+	if len(ends) >= keyed && lists != nil {
+		id = listIDs.Add(1)
+		lists.put(listKey(list, body[start:ends[keyed-1]]), &seenList{body: body, start: start, starts: starts, ends: ends, id: id})
 	}
-	return elems
+	return elems, id
+}
+
+// listRepeat says that a call's list (recorded as call; 0: not) repeats
+// the first k elements of the recent call of (0: none) byte for byte.
+type listRepeat struct {
+	call, of uint64
+	k        int
+}
+
+// history is rep in the terms of the call's history: elements [0, k)
+// turned into history[:upTo], whose messages that are not standing system
+// messages the memory layer counts (see memory.HistoryRepeat).
+func (rep listRepeat) history(history []*memory.Message, upTo int) memory.HistoryRepeat {
+	r := memory.HistoryRepeat{Call: rep.call}
+	if rep.of == 0 || rep.k == 0 {
+		return r
+	}
+	r.Of = rep.of
+	for _, m := range history[:upTo] {
+		if !m.IsStandingSystem() {
+			r.N++
+		}
+	}
+	return r
 }
 
 // decodedCache remembers what recent client messages decoded to, by their

@@ -106,22 +106,24 @@ func TestSplitModelCallRepeatedHistory(t *testing.T) {
 		return "[" + strings.Join(parts, ",") + "]"
 	}
 	var lists listCache
+	var last uint64 // the id of the last call recorded
 	for _, c := range []struct {
 		body   string
 		resume bool // read from where the last call's history stopped repeating
+		k      int  // the elements that repeat it
 	}{
-		{`{"model":"m","messages":` + history(10, -1) + `,"max_tokens":5}`, false},
-		{`{"model":"m","messages":` + history(12, -1) + `,"max_tokens":5,"tools":[{"x":1}]}`, true},
-		{`{"model":"m","messages":` + history(12, 4) + `,"max_tokens":5}`, true}, // an edited message
-		{`{"model":"m","messages":` + history(13, -1) + `}`, true},
-		{`{"model":"m","messages":` + history(13, -1) + ` , "":1}`, false},                        // a "" member after
-		{`{"model":"m","messages":` + history(13, -1) + `,"model":"n"}`, false},                   // a duplicate
-		{`{"model":"m","messages":` + strings.TrimSuffix(history(13, -1), "]") + `,]}`, false},    // a trailing comma
-		{`{"model":"m","messages":` + strings.TrimSuffix(history(14, -1), "]") + "\xff]}", false}, // bad text after
-		{`{"model":"m","messages":` + history(14, -1) + `} {}`, false},
-		{`{"model":"m","messages":` + history(15, -1) + `}`, true},
+		{`{"model":"m","messages":` + history(10, -1) + `,"max_tokens":5}`, false, 0},
+		{`{"model":"m","messages":` + history(12, -1) + `,"max_tokens":5,"tools":[{"x":1}]}`, true, 12},
+		{`{"model":"m","messages":` + history(12, 4) + `,"max_tokens":5}`, true, 6}, // an edited message
+		{`{"model":"m","messages":` + history(13, -1) + `}`, true, 6},
+		{`{"model":"m","messages":` + history(13, -1) + ` , "":1}`, false, 0},                        // a "" member after
+		{`{"model":"m","messages":` + history(13, -1) + `,"model":"n"}`, false, 0},                   // a duplicate
+		{`{"model":"m","messages":` + strings.TrimSuffix(history(13, -1), "]") + `,]}`, false, 0},    // a trailing comma
+		{`{"model":"m","messages":` + strings.TrimSuffix(history(14, -1), "]") + "\xff]}", false, 0}, // bad text after
+		{`{"model":"m","messages":` + history(14, -1) + `} {}`, false, 0},
+		{`{"model":"m","messages":` + history(15, -1) + `}`, true, 15},
 	} {
-		raw, elems, ok := splitModelCall([]byte(c.body), "messages", &lists)
+		raw, elems, rep, ok := splitRepeat([]byte(c.body), "messages", &lists)
 		wantRaw, wantElems, wantOK := splitModelCall([]byte(c.body), "messages", nil)
 		same := func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }
 		if ok != wantOK || !maps.EqualFunc(raw, wantRaw, same) || !slices.EqualFunc(elems, wantElems, same) {
@@ -129,6 +131,13 @@ func TestSplitModelCallRepeatedHistory(t *testing.T) {
 		}
 		if n := lists.resumed.Swap(0); (n == 1) != c.resume {
 			t.Errorf("%.60s...: resumed %d times, want %v", c.body, n, c.resume)
+		}
+		// what the gateway is told repeats the last recorded call
+		if c.resume && (rep.of != last || rep.k != c.k) || !c.resume && rep.of != 0 {
+			t.Errorf("%.60s...: repeats %d elements of call %d, want %d of %d", c.body, rep.k, rep.of, c.k, last)
+		}
+		if rep.call != 0 {
+			last = rep.call
 		}
 	}
 }

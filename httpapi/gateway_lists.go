@@ -27,6 +27,7 @@ type seenList struct {
 	start  int
 	starts []int
 	ends   []int
+	id     uint64 // the call's, unique in the process
 }
 
 // bytes is the list from its '[' to the end of its first k elements.
@@ -49,6 +50,10 @@ type listCache struct {
 	// stopped repeating.
 	resumed atomic.Int64
 }
+
+// listIDs gives recorded lists their ids: one counter for every server of
+// the process, so that servers sharing a gateway never give one id twice.
+var listIDs atomic.Uint64
 
 var listSeed = maphash.MakeSeed()
 

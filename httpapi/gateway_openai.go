@@ -31,7 +31,7 @@ type openaiMessage struct {
 
 func (s *Server) chatCompletions(c echo.Context) error {
 	var req openaiRequest
-	raw, messages, err := decodeModelCall(c, &req, "messages", &s.lists)
+	raw, messages, rep, err := decodeModelCall(c, &req, "messages", &s.lists)
 	if err != nil {
 		return err
 	}
@@ -64,6 +64,7 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		req: memory.GatewayRequest{
 			Session: memory.GatewaySessionID(c.Request().Header.Get(SessionHeader), req.User, system, firstUser),
 			History: history, ContextWindow: window, Reserve: answerReserve(limit, window), Tools: tools,
+			Repeat: rep.history(history, min(rep.k, len(history))),
 		},
 		format:   &openaiFormat{raw: raw, messages: req.Messages},
 		upstream: s.opts.Gateway.OpenAI,

@@ -86,7 +86,7 @@ func (r *responseIDs) get(id string) (responseRef, bool) {
 
 func (s *Server) responses(c echo.Context) error {
 	var req responsesRequest
-	raw, _, err := decodeModelCall(c, &req, "", nil)
+	raw, _, _, err := decodeModelCall(c, &req, "", nil)
 	if err != nil {
 		return err
 	}

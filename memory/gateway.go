@@ -265,6 +265,27 @@ type GatewayRequest struct {
 	// input, which is stored after that answer; what the session stored
 	// after it is superseded. "": History is the whole conversation.
 	After string
+	// Repeat says which leading messages of History repeat an earlier
+	// call's exactly (the adapter knows it from the bytes the client sent):
+	// those were validated and matched then, and are not again.
+	Repeat HistoryRepeat
+}
+
+// HistoryRepeat names a gateway call and how much of its history the next
+// call repeats. An agent resends its whole history on every call:
+// validating and matching all of it made each call cost what the session
+// had grown to.
+type HistoryRepeat struct {
+	// Call is this call's id (0: none), given by the adapter, unique
+	// among its calls.
+	Call uint64
+	// Of is the id of an earlier call (0: none) whose History's first N
+	// messages that are not standing system messages are, in every field,
+	// this call's first N such (standing system messages are always read,
+	// and matched as a set). Used only when Of was the last call matched
+	// against this session; else the whole history is read.
+	Of uint64
+	N  int
 }
 
 // GatewayMessage is one message of the window to send upstream.
@@ -301,6 +322,10 @@ type GatewayWindow struct {
 	// than half of the window (AnswerLowered); the adapter sends it.
 	Answer        int
 	AnswerLowered bool
+	// Matched is how many messages of the history this call validated and
+	// matched against the stored session one by one: those the last call
+	// did not send (see HistoryRepeat), or all.
+	Matched int
 	// StablePrefix is how many leading Messages repeat the session's
 	// previous window exactly (see ContextResult.StablePrefix): where the
 	// adapter places the provider's cache breakpoint.
@@ -332,13 +357,19 @@ func (g *Gateway) Prepare(ctx context.Context, req GatewayRequest) (*GatewayWind
 	}
 	// What is refused is refused before anything is written: a refused
 	// call leaves no session behind.
-	if err := ValidateMessages(req.History, g.s.Limits); err != nil {
+	tenant := TenantFromContext(ctx)
+	// A repeated part that the session's last call validated is not read
+	// again (a state of call Of exists only once Of was validated).
+	repeated := 0
+	if req.Repeat.Of != 0 && req.Repeat.N > 0 && req.After == "" && g.synced.lastCall(tenant+"\x00"+req.Session) == req.Repeat.Of {
+		repeated = req.Repeat.N
+	}
+	if err := validateMessagesFrom(req.History, repeated, g.s.Limits); err != nil {
 		return nil, err
 	}
 	if req.After == "" && !slices.ContainsFunc(req.History, func(m *Message) bool { return m.Role != RoleTool }) {
 		return nil, Errorf(EINVALID, "messages: only tool results, and the calls they answer are not in the history: there is no conversation to send")
 	}
-	tenant := TenantFromContext(ctx)
 	unlock, err := g.lock(ctx, tenant, req.Session)
 	if err != nil {
 		return nil, err

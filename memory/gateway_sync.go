@@ -25,6 +25,10 @@ import (
 type syncState struct {
 	version        string
 	stored, system []*Message // light copies (see light), in the session's order
+	// call is the gateway call (HistoryRepeat.Call) that left this state:
+	// its history's messages that are not standing system messages are
+	// stored[0:], in order (matched, or stored by it).
+	call uint64
 }
 
 // maxSyncStates bounds the sessions whose state is kept; when full the
@@ -71,6 +75,17 @@ func (c *syncCache) get(key, version string) *syncState {
 	return st
 }
 
+// lastCall answers the call that left the session's state (0: none), at
+// any version: that call's history was validated.
+func (c *syncCache) lastCall(key string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.states[key]; st != nil {
+		return st.call
+	}
+	return 0
+}
+
 func (c *syncCache) put(key string, st *syncState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -91,7 +106,7 @@ func (c *syncCache) moved(key, before, after string, answer *Message) {
 	if st == nil || st.version != before {
 		return
 	}
-	n := &syncState{version: after, stored: st.stored, system: st.system}
+	n := &syncState{version: after, stored: st.stored, system: st.system, call: st.call}
 	if answer != nil {
 		n.stored = append(slices.Clip(st.stored), answer)
 	}
@@ -102,20 +117,19 @@ func (c *syncCache) moved(key, before, after string, answer *Message) {
 // sends back (not summaries, versions, superseded messages or the
 // gateway's notes), system messages apart, as light copies: from the cache
 // when the session is at the version the gateway left it, else read.
-func (g *Gateway) storedForMatching(ctx context.Context, tenant, id string) (stored, system []*Message, version string, err error) {
+func (g *Gateway) storedForMatching(ctx context.Context, tenant, id string) (stored, system []*Message, call uint64, err error) {
 	sess, err := g.s.Store.Session(ctx, tenant, id)
 	if err != nil && ErrorCode(err) != ENOTFOUND {
-		return nil, nil, "", err
+		return nil, nil, 0, err
 	}
 	if sess != nil {
-		version = sessionVersion(sess)
-		if st := g.synced.get(tenant+"\x00"+id, version); st != nil {
-			return st.stored, st.system, version, nil
+		if st := g.synced.get(tenant+"\x00"+id, sessionVersion(sess)); st != nil {
+			return st.stored, st.system, st.call, nil
 		}
 	}
 	all, err := g.s.Store.Messages(ctx, tenant, id, MessageQuery{})
 	if err != nil && ErrorCode(err) != ENOTFOUND {
-		return nil, nil, "", err
+		return nil, nil, 0, err
 	}
 	for _, m := range all {
 		switch {
@@ -127,7 +141,7 @@ func (g *Gateway) storedForMatching(ctx context.Context, tenant, id string) (sto
 			stored = append(stored, light(m))
 		}
 	}
-	return stored, system, version, nil
+	return stored, system, 0, nil
 }
 
 // version answers the session's version now ("" when it cannot be read).
@@ -149,15 +163,25 @@ func (g *Gateway) version(ctx context.Context, tenant, id string) string {
 // prompt on every call (a date, a tool list) replaces the stored prompt,
 // not the conversation after it.
 func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, out *GatewayWindow) (map[string]int, error) {
-	stored, storedSys, _, err := g.storedForMatching(ctx, tenant, req.Session)
+	stored, storedSys, last, err := g.storedForMatching(ctx, tenant, req.Session)
 	if err != nil {
 		return nil, err
 	}
-	history := make([]*Message, len(req.History)) // as matching sees them
+	// The part of the history the session's last call sent too is that
+	// call's: its messages (not standing system messages, matched as a set
+	// below) are stored[0:] in order, and are not hashed or matched again.
+	known := 0 // the first known of sent are repeated
+	if req.After == "" && last != 0 && req.Repeat.Of == last && req.Repeat.N <= len(stored) {
+		known = req.Repeat.N
+	}
+	history := make([]*Message, len(req.History)) // as matching sees them; nil: repeated
 	var sent, sentSys []int                       // indexes in the history
 	for i, m := range req.History {
-		history[i] = light(m)
-		if m.IsStandingSystem() {
+		standing := m.IsStandingSystem()
+		if standing || len(sent) >= known {
+			history[i] = light(m)
+		}
+		if standing {
 			sentSys = append(sentSys, i)
 		} else {
 			sent = append(sent, i)
@@ -199,7 +223,10 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 		fresh = append(fresh, sent...)
 		keep = at + 1
 	} else {
-		k := 0
+		k := known
+		for j := range k {
+			client[stored[j].ID] = sent[j]
+		}
 		for k < len(stored) && k < len(sent) && (sameTurn(stored[k], history[sent[k]]) ||
 			k < len(sent)-1 && g.slightlyEdited(ctx, stored[k], req.History[sent[k]])) {
 			client[stored[k].ID] = sent[k]
@@ -211,7 +238,8 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 	}
 	// What matching will read on the next call, once this one's writes
 	// are done: the kept messages, then the fresh ones.
-	next := &syncState{stored: slices.Clip(stored[:keep])}
+	next := &syncState{stored: slices.Clip(stored[:keep]), call: req.Repeat.Call}
+	out.Matched = len(req.History) - known
 	for _, m := range storedSys {
 		if !slices.Contains(stale, m) {
 			next.system = append(next.system, m)

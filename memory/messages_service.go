@@ -134,10 +134,25 @@ func (s *Service) validateAppend(sessionID string, msgs []*Message, opt AppendOp
 // A result answers the latest call with its id (some models number their
 // calls call_0, call_1 again on every turn).
 func ValidateMessages(msgs []*Message, lim Limits) error {
+	return validateMessagesFrom(msgs, 0, lim)
+}
+
+// validateMessagesFrom is ValidateMessages for msgs whose first known
+// messages that are not standing system messages were validated before
+// (HistoryRepeat): those are not again, but for results answering a call
+// twice, which is checked across all.
+func validateMessagesFrom(msgs []*Message, known int, lim Limits) error {
 	answered := map[string]int{} // call id: the result's index, -1 while none
+	seen := 0                    // messages not standing system messages so far
 	for i, m := range msgs {
-		if err := m.Validate(i, lim); err != nil {
-			return err
+		standing := m.IsStandingSystem()
+		if !standing {
+			seen++
+		}
+		if standing || seen > known {
+			if err := m.Validate(i, lim); err != nil {
+				return err
+			}
 		}
 		for _, tc := range m.ToolCalls {
 			answered[tc.ID] = -1
