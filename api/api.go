@@ -154,6 +154,9 @@ type ScoreParts struct {
 	Neighbor float64 `json:"neighbor"`
 	When     float64 `json:"when"`
 	Author   float64 `json:"author"`
+	// Feedback are the terms (stemmed) the search learnt from its own
+	// best first results that this result has: they are part of Text.
+	Feedback []string `json:"feedback,omitempty"`
 }
 
 // SearchOut answers POST /v1/search, best first.

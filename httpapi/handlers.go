@@ -149,7 +149,7 @@ func (s *Server) search(c echo.Context) error {
 		out[i] = api.SearchResult{Message: toMessageOut(r.Message), Score: r.Score, Highlight: r.Highlight, Via: r.Via}
 		if r.Via == "" {
 			out[i].ScoreParts = &api.ScoreParts{Text: r.TextScore, Vector: r.VectorScore, Neighbor: r.NeighborScore, When: r.WhenScore,
-				Author: r.AuthorWeight}
+				Author: r.AuthorWeight, Feedback: r.Feedback}
 		}
 	}
 	return c.JSON(http.StatusOK, api.SearchOut{Results: out})

@@ -51,7 +51,7 @@ func TestSnippetMatchesBleveLocations(t *testing.T) {
 	r := openReader(t, ref)
 	for _, query := range []string{"deploy billing", "café", "walrus beach", "Corinne group sunday", "the deployments", "nothing matches zebra"} {
 		q := memory.SearchQuery{Tenant: "t", Text: query}
-		req := bleve.NewSearchRequestOptions(x.scopedQuery(&q, query, nil), 10, 0, false)
+		req := bleve.NewSearchRequestOptions(x.scopedQuery(&q, query, extraTerms{}), 10, 0, false)
 		req.IncludeLocations = true
 		res, err := ref.Search(req)
 		if err != nil {

@@ -83,6 +83,9 @@ type Options struct {
 	// PartBoost is the boost of the clause of the parts of the query's code
 	// names ("conn", "reset" of "ERR_CONN_RESET"). Negative leaves it out.
 	PartBoost float64
+	// FeedbackWeight is the boost of the clause of SearchQuery.Feedback's
+	// distinctive terms (see feedback.go). Negative leaves it out.
+	FeedbackWeight float64
 
 	// Location is the time zone of the date words ("7 May 2023 Sunday
 	// afternoon"). Default UTC, so a rebuild always writes the same words.
@@ -144,6 +147,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PartBoost == 0 {
 		o.PartBoost = DefaultPartBoost
+	}
+	if o.FeedbackWeight == 0 {
+		o.FeedbackWeight = DefaultFeedbackWeight
 	}
 	if math.IsNaN(o.ExpansionWeight) || o.ExpansionWeight < 0 {
 		return o, fmt.Errorf("index options: expansion weight %v is not a number >= 0", o.ExpansionWeight)

@@ -77,14 +77,15 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 	} else {
 		close(done)
 	}
-	var text string         // what the text side searched for
-	var expansions []string // and the neighbours of its words
+	var text string     // what the text side searched for
+	var more extraTerms // and beside it
 	if useText {
 		text = x.withoutCommonTerms(ctx, q.Tenant, x.boundQuery(q.Text))
 		if expands(&q) {
-			expansions = x.expansionWords(q.Tenant, text)
+			more.expansions = x.expansionWords(q.Tenant, text)
 		}
-		ts, terr = x.searchText(ctx, &q, text, expansions, n)
+		more.feedback = x.feedbackOf(&q)
+		ts, terr = x.searchText(ctx, &q, text, more, n)
 	}
 	<-done
 	if terr != nil {
@@ -108,7 +109,7 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 			}
 		}
 	}
-	return x.hits(ctx, q.Tenant, cs, q.Highlight, strings.Join(append([]string{text}, expansions...), " "))
+	return x.hits(ctx, q.Tenant, cs, q.Highlight, strings.Join(append([]string{text}, more.expansions...), " "), more.feedback)
 }
 
 // hits turns the final candidates into memory.Hits, loading what they lack:
@@ -117,7 +118,7 @@ func (x *Index) Search(ctx context.Context, q memory.SearchQuery) ([]memory.Hit,
 // caller resolves hits against the store, which has the truth), and with
 // highlight, the text of every hit from Options.Texts, for a snippet that
 // marks the words of query.
-func (x *Index) hits(ctx context.Context, tenant string, cs []*candidate, highlight bool, query string) ([]memory.Hit, error) {
+func (x *Index) hits(ctx context.Context, tenant string, cs []*candidate, highlight bool, query string, feedback []FeedbackTerm) ([]memory.Hit, error) {
 	out := make([]memory.Hit, 0, len(cs))
 	var r bindex.IndexReader
 	defer func() {
@@ -155,13 +156,14 @@ func (x *Index) hits(ctx context.Context, tenant string, cs []*candidate, highli
 	if !highlight || x.opts.Texts == nil || len(out) == 0 {
 		return out, nil
 	}
-	return out, x.highlight(ctx, tenant, cs, out, query)
+	return out, x.highlight(ctx, tenant, cs, out, query, feedback)
 }
 
 // highlight gives each hit a snippet of its message's text: around the
 // words of query for a text hit, the start of it for a hit its vector
-// alone found. A message the store no longer has gets none.
-func (x *Index) highlight(ctx context.Context, tenant string, cs []*candidate, hits []memory.Hit, query string) error {
+// alone found. A message the store no longer has gets none. Each hit is
+// also told which of the feedback terms its text has.
+func (x *Index) highlight(ctx context.Context, tenant string, cs []*candidate, hits []memory.Hit, query string, feedback []FeedbackTerm) error {
 	ids := make([]string, len(hits))
 	for i, h := range hits {
 		ids[i] = h.ID
@@ -181,6 +183,9 @@ func (x *Index) highlight(ctx context.Context, tenant string, cs []*candidate, h
 	var terms map[string]bool
 	for i := range hits {
 		text, ok := texts[hits[i].ID]
+		if ok {
+			hits[i].Feedback = x.feedbackIn(text, feedback)
+		}
 		switch {
 		case !ok:
 		case textHit[hits[i].ID]:

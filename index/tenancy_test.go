@@ -202,7 +202,7 @@ func TestSecondTenantDuringSoleTenantSearch(t *testing.T) {
 // scoresWith is searchScoped's raw Bleve scores for q's text.
 func scoresWith(t *testing.T, x *Index, q *memory.SearchQuery, indexWide bool) map[string]float64 {
 	t.Helper()
-	res, err := x.searchScoped(context.Background(), q, q.Text, nil, 40, indexWide)
+	res, err := x.searchScoped(context.Background(), q, q.Text, extraTerms{}, 40, indexWide)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func allScores(t *testing.T, x *Index, q memory.SearchQuery) map[string]float64 
 // textScores is searchText's raw Bleve scores of q's best n documents.
 func textScores(t *testing.T, x *Index, q memory.SearchQuery, n int) map[string]float64 {
 	t.Helper()
-	cs, err := x.searchText(context.Background(), &q, q.Text, nil, n)
+	cs, err := x.searchText(context.Background(), &q, q.Text, extraTerms{}, n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -316,9 +316,9 @@ func dateRange(since, until time.Time) query.Query {
 
 // scopedQuery is the query for text (q.Text with common terms pruned) in
 // q's tenant's fields, restricted by q's filters (see filterQueries).
-func (x *Index) scopedQuery(q *memory.SearchQuery, text string, expansions []string) query.Query {
+func (x *Index) scopedQuery(q *memory.SearchQuery, text string, more extraTerms) query.Query {
 	fs := filterQueries(q)
-	tq := x.textQuery(q, text, expansions)
+	tq := x.textQuery(q, text, more)
 	if len(fs) == 0 {
 		return tq
 	}
@@ -358,7 +358,7 @@ func (u unscored) Searcher(ctx context.Context, r bindex.IndexReader, m mapping.
 // clauses, so leaving one out scales every score of the query by the same
 // factor, which min-max fusion cancels. A clause of expansions, the words'
 // neighbours in meaning (see Options.Expander), joins them when given.
-func (x *Index) textQuery(q *memory.SearchQuery, text string, expansions []string) query.Query {
+func (x *Index) textQuery(q *memory.SearchQuery, text string, more extraTerms) query.Query {
 	tenant := q.Tenant
 	clause := func(field string, boost float64) *query.MatchQuery {
 		m := bleve.NewMatchQuery(text)
@@ -373,8 +373,11 @@ func (x *Index) textQuery(q *memory.SearchQuery, text string, expansions []strin
 		m.Analyzer = partsAnalyzerName
 		qs = append(qs, m)
 	}
-	if eq := x.expansionQuery(tenant, expansions); eq != nil {
+	if eq := x.expansionQuery(tenant, more.expansions); eq != nil {
 		qs = append(qs, eq)
+	}
+	if fq := feedbackQuery(tenant, more.feedback); fq != nil {
+		qs = append(qs, fq)
 	}
 	whenBoost := 0.0
 	if q.Mode != memory.ModeText && (scoring.AsksWhen(q.Text) || scoring.StatesTime(q.Text)) {
@@ -440,6 +443,14 @@ func (x *Index) fieldsWithAny(tenant, text string, fields ...string) map[string]
 	return out
 }
 
+// extraTerms are what the text side matches besides the query's words: the
+// words' neighbours in meaning (see Options.Expander) and the feedback
+// terms (see feedback.go).
+type extraTerms struct {
+	expansions []string
+	feedback   []FeedbackTerm
+}
+
 // textCandidate is one hit of the text side.
 type textCandidate struct {
 	id    string
@@ -457,14 +468,14 @@ type textCandidate struct {
 // tenant's, and the search uses them; if another tenant's first documents
 // arrived meanwhile (noteTenants runs before they are committed), it
 // searches again with the tenant's.
-func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, text string, expansions []string, n int) ([]textCandidate, error) {
+func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, text string, more extraTerms, n int) ([]textCandidate, error) {
 	sole := x.soleTenant(q.Tenant)
 	if testHookTenancyRead != nil {
 		testHookTenancyRead()
 	}
-	res, err := x.searchScoped(ctx, q, text, expansions, n, sole)
+	res, err := x.searchScoped(ctx, q, text, more, n, sole)
 	if err == nil && sole && !x.soleTenant(q.Tenant) {
-		res, err = x.searchScoped(ctx, q, text, expansions, n, false)
+		res, err = x.searchScoped(ctx, q, text, more, n, false)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("text search: %w", err)
@@ -478,8 +489,8 @@ func (x *Index) searchText(ctx context.Context, q *memory.SearchQuery, text stri
 
 // searchScoped runs the scoped query of q, scored by q's tenant's
 // statistics unless indexWide (the index holds only q's tenant).
-func (x *Index) searchScoped(ctx context.Context, q *memory.SearchQuery, text string, expansions []string, n int, indexWide bool) (*bleve.SearchResult, error) {
-	req := bleve.NewSearchRequestOptions(x.scopedQuery(q, text, expansions), n, 0, false)
+func (x *Index) searchScoped(ctx context.Context, q *memory.SearchQuery, text string, more extraTerms, n int, indexWide bool) (*bleve.SearchResult, error) {
+	req := bleve.NewSearchRequestOptions(x.scopedQuery(q, text, more), n, 0, false)
 	if !indexWide {
 		stats, err := x.tenantStats(q.Tenant)
 		if err != nil {

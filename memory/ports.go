@@ -210,6 +210,10 @@ type SearchQuery struct {
 	// Expand matches the query words' neighbours in meaning too, when the
 	// index has an expander (hybrid mode only).
 	Expand bool
+	// Feedback are the texts of the best first results of the same query,
+	// best first (pseudo-relevance feedback): the index matches their most
+	// distinctive words too; hybrid mode only.
+	Feedback []string
 	// Candidates is how many documents each side ranks before fusion, at
 	// least K and at most the index's MaxK; 0 leaves it to the index.
 	Candidates int
@@ -228,6 +232,9 @@ type Hit struct {
 	TextScore   float64 // normalised full-text component
 	VectorScore float64 // cosine similarity component
 	Highlight   string
+	// Feedback are the feedback terms (SearchQuery.Feedback) the hit's
+	// text has, analysed (stemmed); only with Highlight.
+	Feedback []string
 }
 
 // Embedder turns texts into vectors of a fixed dimension.

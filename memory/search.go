@@ -40,6 +40,10 @@ type SearchResult struct {
 	NeighborScore float64
 	WhenScore     float64
 	AuthorWeight  float64
+	// Feedback are the terms (stemmed) of the search's pseudo-relevance
+	// feedback that the result has (see withFeedback): they are part of
+	// its TextScore.
+	Feedback []string
 }
 
 // Search limits.
@@ -151,6 +155,9 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 	}
 	res, err := s.resolve(ctx, tenant, hits)
 	if err == nil && neighbours {
+		res, q, err = s.withFeedback(ctx, tenant, q, res)
+	}
+	if err == nil && neighbours {
 		res = rankPool(res, r.Query, r.K)
 		err = s.highlight(ctx, q, res)
 	}
@@ -175,12 +182,12 @@ func (s *Service) highlight(ctx context.Context, q SearchQuery, res []SearchResu
 	if err != nil {
 		return fmt.Errorf("search index: %w", err)
 	}
-	snippets := make(map[string]string, len(hits))
+	byID := make(map[string]Hit, len(hits))
 	for _, h := range hits {
-		snippets[h.ID] = h.Highlight
+		byID[h.ID] = h
 	}
 	for i := range res {
-		res[i].Highlight = snippets[res[i].ID]
+		res[i].Highlight, res[i].Feedback = byID[res[i].ID].Highlight, byID[res[i].ID].Feedback
 	}
 	return nil
 }
@@ -226,18 +233,29 @@ func (s *Service) withNextTurns(ctx context.Context, tenant string, res []Search
 // resolve fills hits in from the store, the truth: a hit the store no longer
 // has (the index lags a delete) is left out.
 func (s *Service) resolve(ctx context.Context, tenant string, hits []Hit) ([]SearchResult, error) {
-	ids := make([]string, len(hits))
-	for i, h := range hits {
-		ids[i] = h.ID
+	return s.resolveKnown(ctx, tenant, hits, nil)
+}
+
+// resolveKnown is resolve that takes the messages of known (resolved by the
+// same search a moment ago) as they are, and reads only the others.
+func (s *Service) resolveKnown(ctx context.Context, tenant string, hits []Hit, known map[string]*Message) ([]SearchResult, error) {
+	ids := make([]string, 0, len(hits))
+	byID := make(map[string]*Message, len(hits))
+	for _, h := range hits {
+		if m := known[h.ID]; m != nil {
+			byID[h.ID] = m
+		} else {
+			ids = append(ids, h.ID)
+		}
 	}
-	msgs, err := s.Store.MessagesByID(ctx, tenant, ids, false)
-	if err != nil {
-		return nil, err
-	}
-	msgs = s.unexpired(msgs)
-	byID := make(map[string]*Message, len(msgs))
-	for _, m := range msgs {
-		byID[m.ID] = m
+	if len(ids) > 0 {
+		msgs, err := s.Store.MessagesByID(ctx, tenant, ids, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range s.unexpired(msgs) {
+			byID[m.ID] = m
+		}
 	}
 	out := make([]SearchResult, 0, len(hits))
 	for _, h := range hits {
