@@ -78,25 +78,6 @@ func feedbackQuery(tenant string, terms []FeedbackTerm) query.Query {
 	return bleve.NewDisjunctionQuery(qs...)
 }
 
-// feedbackIn is which of terms the analysed text has, in terms' order.
-func (x *Index) feedbackIn(text string, terms []FeedbackTerm) []string {
-	an := x.text.Mapping().AnalyzerNamed(analyzerName)
-	if an == nil || len(terms) == 0 {
-		return nil
-	}
-	has := map[string]bool{}
-	for _, tok := range an.Analyze([]byte(text)) {
-		has[string(tok.Term)] = true
-	}
-	var out []string
-	for _, t := range terms {
-		if has[t.Term] {
-			out = append(out, t.Term)
-		}
-	}
-	return out
-}
-
 // feedbackTerms are the best feedbackMaxTerms analysed terms of texts (best
 // first) for tenant's search of queryText, weighed as the comment above
 // says, the best at FeedbackWeight and the others in proportion.

@@ -25,6 +25,12 @@ func (x *Index) analyzedTerms(query string) map[string]bool {
 // text again, as indexing did: the same tokens, positions and offsets
 // Bleve would have returned, for only the hits shown.
 func (x *Index) snippet(text string, terms map[string]bool) string {
+	s, _ := x.snippetOf(text, terms)
+	return s
+}
+
+// snippetOf is snippet that also says which of terms text has.
+func (x *Index) snippetOf(text string, terms map[string]bool) (string, search.TermLocationMap) {
 	tlm := search.TermLocationMap{}
 	if an := x.text.Mapping().AnalyzerNamed(analyzerName); an != nil && len(terms) > 0 {
 		for _, tok := range an.Analyze([]byte(text)) {
@@ -35,5 +41,5 @@ func (x *Index) snippet(text string, terms map[string]bool) string {
 	}
 	dm := &search.DocumentMatch{Locations: search.FieldTermLocationMap{fieldText: tlm}}
 	doc := document.NewDocument("").AddField(document.NewTextField(fieldText, nil, []byte(text)))
-	return cleanSnippet(x.hl.BestFragmentInField(dm, doc, fieldText))
+	return cleanSnippet(x.hl.BestFragmentInField(dm, doc, fieldText)), tlm
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/blevesearch/bleve/v2/search"
 	bindex "github.com/blevesearch/bleve_index_api"
 
 	"github.com/ctxd/ctxd/memory"
@@ -183,16 +184,22 @@ func (x *Index) highlight(ctx context.Context, tenant string, cs []*candidate, h
 	var terms map[string]bool
 	for i := range hits {
 		text, ok := texts[hits[i].ID]
-		if ok {
-			hits[i].Feedback = x.feedbackIn(text, feedback)
-		}
 		switch {
 		case !ok:
 		case textHit[hits[i].ID]:
 			if terms == nil {
 				terms = x.analyzedTerms(query)
+				for _, t := range feedback {
+					terms[t.Term] = true // marked too: they are why it ranks
+				}
 			}
-			hits[i].Highlight = x.snippet(text, terms)
+			var found search.TermLocationMap
+			hits[i].Highlight, found = x.snippetOf(text, terms)
+			for _, t := range feedback {
+				if found[t.Term] != nil {
+					hits[i].Feedback = append(hits[i].Feedback, t.Term)
+				}
+			}
 		default:
 			hits[i].Highlight = leadSnippet(text)
 		}
