@@ -154,7 +154,7 @@ func (s *Service) Search(ctx context.Context, r SearchRequest) ([]SearchResult, 
 		return nil, fmt.Errorf("search index: %w", err)
 	}
 	res, err := s.resolve(ctx, tenant, hits)
-	if err == nil && neighbours {
+	if err == nil && neighbours && !s.NoFeedback {
 		res, q, err = s.withFeedback(ctx, tenant, q, res)
 	}
 	if err == nil && neighbours {

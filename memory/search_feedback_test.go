@@ -16,8 +16,44 @@ import (
 // results (pseudo-relevance feedback) and says so on the result. Text
 // mode, the literal match, does not.
 func TestSearchFeedbackFindsSecondFact(t *testing.T) {
+	const fact = "The Marrowfield guild wants my paper lanterns for their parade!"
 	ctx := context.Background()
-	h := memorytest.Open(t)
+	h := feedbackSession(t, memorytest.Open(t))
+	search := func(h *memorytest.Harness, mode string) []memory.SearchResult {
+		res, err := h.Search(ctx, memory.SearchRequest{Query: "What new hobby did Odile take up?", Sessions: []string{"club"}, K: 5, Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := search(h, memory.ModeHybrid)
+	i := slices.IndexFunc(res, func(x memory.SearchResult) bool { return x.Content == fact })
+	if i < 0 {
+		for _, x := range res {
+			t.Logf("%.3f %v %q", x.Score, x.Feedback, x.Content)
+		}
+		t.Fatal("the second fact is not in the top 5 (without feedback: 61st)")
+	}
+	if !slices.Contains(res[i].Feedback, "marrowfield") {
+		t.Errorf("its feedback terms %v do not name the word it was found by", res[i].Feedback)
+	}
+	for _, x := range search(h, memory.ModeText) {
+		if x.Content == fact || len(x.Feedback) > 0 {
+			t.Errorf("text mode used feedback: %v %q", x.Feedback, x.Content)
+		}
+	}
+	off := feedbackSession(t, memorytest.Open(t, func(s *memory.Service) { s.NoFeedback = true }))
+	for _, x := range search(off, memory.ModeHybrid) {
+		if x.Content == fact || len(x.Feedback) > 0 {
+			t.Errorf("NoFeedback used feedback: %v %q", x.Feedback, x.Content)
+		}
+	}
+}
+
+// feedbackSession writes the session "club" of TestSearchFeedbackFindsSecondFact.
+func feedbackSession(t *testing.T, h *memorytest.Harness) *memorytest.Harness {
+	t.Helper()
+	ctx := context.Background()
 	window := 5_000_000 // everything stays in the window: this is about search
 	if _, err := h.PutSession(ctx, "club", memory.SessionUpdate{ContextWindow: &window}); err != nil {
 		t.Fatal(err)
@@ -51,28 +87,5 @@ func TestSearchFeedbackFindsSecondFact(t *testing.T) {
 	if err := h.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const fact = "The Marrowfield guild wants my paper lanterns for their parade!"
-	search := func(mode string) []memory.SearchResult {
-		res, err := h.Search(ctx, memory.SearchRequest{Query: "What new hobby did Odile take up?", Sessions: []string{"club"}, K: 5, Mode: mode})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	res := search(memory.ModeHybrid)
-	i := slices.IndexFunc(res, func(x memory.SearchResult) bool { return x.Content == fact })
-	if i < 0 {
-		for _, x := range res {
-			t.Logf("%.3f %v %q", x.Score, x.Feedback, x.Content)
-		}
-		t.Fatal("the second fact is not in the top 5 (without feedback: 61st)")
-	}
-	if !slices.Contains(res[i].Feedback, "marrowfield") {
-		t.Errorf("its feedback terms %v do not name the word it was found by", res[i].Feedback)
-	}
-	for _, x := range search(memory.ModeText) {
-		if x.Content == fact || len(x.Feedback) > 0 {
-			t.Errorf("text mode used feedback: %v %q", x.Feedback, x.Content)
-		}
-	}
+	return h
 }

@@ -48,6 +48,9 @@ type Service struct {
 	PurgeInterval time.Duration
 	// RecoverNext brings the turn after a recovered one along with it.
 	RecoverNext bool
+	// NoFeedback leaves out the second search of a hybrid search of a few
+	// sessions, with pseudo-relevance feedback (see withFeedback).
+	NoFeedback bool
 
 	// Reembed allows Open to re-embed every stored message when the data dir
 	// was embedded by another model; without it Open refuses.

@@ -68,6 +68,11 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "expansion-weight") {
 		t.Errorf("Validate with a negative expansion weight = %v", err)
 	}
+	cfg = testConfig(dir)
+	cfg.FeedbackWeight = -1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "feedback-weight") {
+		t.Errorf("Validate with a negative feedback weight = %v", err)
+	}
 	for name, mutate := range map[string]func(*Config){
 		"read-timeout":             func(c *Config) { c.ReadTimeout = -1 },
 		"max-header-bytes":         func(c *Config) { c.MaxHeaderBytes = 100 },

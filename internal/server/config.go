@@ -51,6 +51,7 @@ type Config struct {
 	Fusion               string
 	VectorWeight         float64
 	ExpansionWeight      float64
+	FeedbackWeight       float64
 	ShutdownTimeout      time.Duration
 	PprofAddr            string
 	SummaryURL           string
@@ -117,6 +118,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.Fusion, "fusion", "", "hybrid search fusion: minmax or rrf (default: the index's measured default)")
 	fs.Float64Var(&c.VectorWeight, "vector-weight", 0, "weight of the vector side in hybrid search, 0..1 (0: the index's default)")
 	fs.Float64Var(&c.ExpansionWeight, "expansion-weight", index.DefaultExpansionWeight, "weight of query expansion words (a query word's nearest GloVe words) in full-text search, against 1 for the query's own words; 0: off")
+	fs.Float64Var(&c.FeedbackWeight, "feedback-weight", index.DefaultFeedbackWeight, "weight of the most distinctive terms of a hybrid search's best first results (pseudo-relevance feedback, searches of 1-4 sessions) in its second search, against 1 for the query's own words; 0: off (one search)")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); empty: off")
 	fs.StringVar(&c.SummaryURL, "summary-url", "", "OpenAI-compatible chat endpoint for summaries (e.g. http://127.0.0.1:11434/v1); empty: the built-in extractive summarizer. Key from CTXD_SUMMARY_API_KEY or OPENAI_API_KEY")
 	fs.StringVar(&c.SummaryModel, "summary-model", "gpt-4o-mini", "chat model at --summary-url")
@@ -285,6 +287,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("vector-weight: %v is outside 0..1", c.VectorWeight)
 	case math.IsNaN(c.ExpansionWeight) || c.ExpansionWeight < 0 || c.ExpansionWeight > 10:
 		return fmt.Errorf("expansion-weight: %v is outside 0..10", c.ExpansionWeight)
+	case math.IsNaN(c.FeedbackWeight) || c.FeedbackWeight < 0 || c.FeedbackWeight > 10:
+		return fmt.Errorf("feedback-weight: %v is outside 0..10", c.FeedbackWeight)
 	case c.Fusion != "" && c.Fusion != "minmax" && c.Fusion != "rrf":
 		return fmt.Errorf("fusion: %q is not minmax or rrf", c.Fusion)
 	case c.DataDir == "":

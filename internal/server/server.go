@@ -150,7 +150,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		Store: m.Store, Index: m.Index, Embedder: emb, Tokenizer: tok, Logger: m.Logger, Now: cfg.Clock,
 		Summarizer: m.Metrics.Summarizer(summ), Cold: cold, Events: m.Metrics.EventLog(events), EventReader: events, Policy: cfg.Policy,
 		Shares:      memory.Shares{Summary: cfg.ShareSummary, Recovered: cfg.ShareRecovered},
-		RecoverNext: cfg.RecoverNext, PurgeInterval: cfg.PurgeInterval,
+		RecoverNext: cfg.RecoverNext, PurgeInterval: cfg.PurgeInterval, NoFeedback: cfg.FeedbackWeight <= 0,
 		Limits: memory.Limits{
 			MaxMessagesPerCall: cfg.MaxMessagesPerCall, MaxContentBytes: cfg.MaxContentBytes,
 			MaxMetadataKeys: memory.DefaultLimits.MaxMetadataKeys, MaxMetadataBytes: memory.DefaultLimits.MaxMetadataBytes,
@@ -230,7 +230,11 @@ func (m *Main) openSummarizer(tok memory.Tokenizer, emb memory.Embedder) (memory
 // IndexOptions are the index settings of cfg. Query expansion uses the
 // embedded GloVe model whatever the embedder: it proposes words, not vectors.
 func IndexOptions(cfg Config) (index.Options, error) {
-	o := index.Options{Fusion: cfg.Fusion, VectorWeight: cfg.VectorWeight, ExpansionWeight: cfg.ExpansionWeight}
+	o := index.Options{Fusion: cfg.Fusion, VectorWeight: cfg.VectorWeight, ExpansionWeight: cfg.ExpansionWeight,
+		FeedbackWeight: cfg.FeedbackWeight}
+	if cfg.FeedbackWeight <= 0 {
+		o.FeedbackWeight = -1 // the index's 0 is its default
+	}
 	if cfg.ExpansionWeight <= 0 {
 		return o, nil
 	}
