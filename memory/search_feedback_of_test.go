@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
@@ -25,8 +26,25 @@ func TestFeedbackOf(t *testing.T) {
 		{res(RoleTool, RoleTool, RoleUser), nil},
 		{nil, nil},
 	} {
-		if got := feedbackOf(c.best); !slices.Equal(got, c.want) {
+		var got []string
+		for _, x := range feedbackOf(c.best) {
+			got = append(got, x.Content)
+		}
+		if !slices.Equal(got, c.want) {
 			t.Errorf("feedbackOf(%d results) = %v, want %v", len(c.best), got, c.want)
+		}
+	}
+}
+
+// The feedback vector is the query's plus the weight times the mean of the
+// results' vectors, of length 1.
+func TestRocchio(t *testing.T) {
+	got := rocchio([]float32{1, 0, 0}, [][]float32{{0, 1, 0}, {0, 0.6, 0.8}}, 1)
+	// (1, 0.8, 0.4) / 1.34...
+	n := math.Sqrt(1 + 0.64 + 0.16)
+	for i, want := range []float64{1 / n, 0.8 / n, 0.4 / n} {
+		if math.Abs(float64(got[i])-want) > 1e-6 {
+			t.Fatalf("rocchio = %v, want (1, 0.8, 0.4)/%.4f", got, n)
 		}
 	}
 }

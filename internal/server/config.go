@@ -118,7 +118,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.StringVar(&c.Fusion, "fusion", "", "hybrid search fusion: minmax or rrf (default: the index's measured default)")
 	fs.Float64Var(&c.VectorWeight, "vector-weight", 0, "weight of the vector side in hybrid search, 0..1 (0: the index's default)")
 	fs.Float64Var(&c.ExpansionWeight, "expansion-weight", index.DefaultExpansionWeight, "weight of query expansion words (a query word's nearest GloVe words) in full-text search, against 1 for the query's own words; 0: off")
-	fs.Float64Var(&c.FeedbackWeight, "feedback-weight", index.DefaultFeedbackWeight, "weight of the most distinctive terms of a hybrid search's best first results (pseudo-relevance feedback, searches of 1-4 sessions) in its second search, against 1 for the query's own words; 0: off (one search)")
+	fs.Float64Var(&c.FeedbackWeight, "feedback-weight", index.DefaultFeedbackWeight, "weight of the most distinctive terms of a hybrid search's best first results (pseudo-relevance feedback, searches of 1-4 sessions) in its second search, against 1 for the query's own words (its vector moves towards theirs too); 0: off (one search)")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); empty: off")
 	fs.StringVar(&c.SummaryURL, "summary-url", "", "OpenAI-compatible chat endpoint for summaries (e.g. http://127.0.0.1:11434/v1); empty: the built-in extractive summarizer. Key from CTXD_SUMMARY_API_KEY or OPENAI_API_KEY")
 	fs.StringVar(&c.SummaryModel, "summary-model", "gpt-4o-mini", "chat model at --summary-url")
