@@ -471,8 +471,9 @@ func byScoreThenID(a, b vectorCandidate) int {
 
 // scanBuf is a scan worker's scratch space, grown as needed.
 type scanBuf struct {
-	acc []int32
-	row []float32 // a row rebuilt from its codes
+	acc      []int32
+	row      []float32 // a row rebuilt from its codes
+	rescored int       // rows scored exactly after the int8 pass (tests read it)
 }
 
 // scanBufs holds the scratch space of scan workers, so that a search does
@@ -519,7 +520,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 	simd.DotRowsInt8(qq.codes, c.codes, acc)
 	for i, a := range acc {
 		if len(*h) == n {
-			approx, bound := qq.approx(a, c.scales[i], c.l1s[i])
+			approx, bound := qq.approx(a, c.scales[i], c.l1s[i], c.src[i] >= 0)
 			if approx+bound <= (*h)[0].score {
 				continue // cannot beat the worst kept
 			}
@@ -529,6 +530,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 		}
 		c.dot(qv, c.exact(i, buf.row[:c.dim]), exact[:], inOrder)
 		h.offer(c.ids[i], session, float64(exact[0]), n)
+		buf.rescored++
 	}
 }
 
