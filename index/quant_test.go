@@ -63,7 +63,7 @@ func TestQuantizeZero(t *testing.T) {
 // error of its own: its approximate score is within the query's share of
 // the bound (exactCodes) of the score the scan computes exactly.
 func TestQuantBoundExactCodes(t *testing.T) {
-	for _, dim := range []int{3, 16, 100, 384} {
+	for _, dim := range []int{3, 16, 100, 384, 1536} {
 		c := &collection{dim: dim, row: map[string]int{}}
 		for i := range 300 {
 			vec := storeRoundTrip(hashVec(fmt.Sprint("r", dim, i), dim))
@@ -82,10 +82,12 @@ func TestQuantBoundExactCodes(t *testing.T) {
 				acc += int32(c.codes[i*dim+j]) * int32(qq.codes[j])
 			}
 			approx, bound := qq.approx(acc, c.scales[i], c.l1s[i], true)
-			var exact [1]float32
-			c.dot(q, c.exact(i, make([]float32, dim)), exact[:], true)
-			if d := math.Abs(float64(exact[0]) - approx); d > bound {
-				t.Fatalf("dim %d row %d: exact %v, approx %v, off by %v, bound %v", dim, i, exact[0], approx, d, bound)
+			for _, inOrder := range []bool{true, false} { // as the scan adds, in Go or in assembly
+				var exact [1]float32
+				c.dot(q, c.exact(i, make([]float32, dim)), exact[:], inOrder)
+				if d := math.Abs(float64(exact[0]) - approx); d > bound {
+					t.Fatalf("dim %d row %d: exact %v, approx %v, off by %v, bound %v", dim, i, exact[0], approx, d, bound)
+				}
 			}
 		}
 	}
