@@ -21,18 +21,10 @@ import (
 func BenchmarkVectorSearchStoreRows(b *testing.B) {
 	const dim, rows, sessions = 100, 100_000, 100
 	x := openTest(b, Options{})
-	common := hashVec("common", dim)
-	alike := func(seed string) []float32 {
-		v := hashVec(seed, dim)
-		for j := range v {
-			v[j] = 0.3*v[j] + common[j]
-		}
-		return v
-	}
 	msgs := make([]*memory.Message, rows)
 	for i := range msgs {
 		msgs[i] = &memory.Message{ID: fmt.Sprintf("m%06d", i), Tenant: "t", SessionID: fmt.Sprintf("s%03d", i%sessions),
-			Role: memory.RoleUser, State: memory.StateActive, CreatedAt: t0, Vector: storeRoundTrip(alike(fmt.Sprint("row", i)))}
+			Role: memory.RoleUser, State: memory.StateActive, CreatedAt: t0, Vector: storeRoundTrip(alikeVec(fmt.Sprint("row", i), dim))}
 	}
 	if err := x.vec.upsert(msgs); err != nil {
 		b.Fatal(err)
@@ -42,7 +34,7 @@ func BenchmarkVectorSearchStoreRows(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				q := memory.SearchQuery{Tenant: "t", Vector: alike(fmt.Sprint("q", i)), K: k}
+				q := memory.SearchQuery{Tenant: "t", Vector: alikeVec(fmt.Sprint("q", i), dim), K: k}
 				if _, err := x.vec.search(context.Background(), &q, k, 2); err != nil {
 					b.Fatal(err)
 				}

@@ -104,21 +104,12 @@ func TestSessionScanRescoresFew(t *testing.T) {
 		t.Skip("the int8 pass runs in assembly only")
 	}
 	const dim, n = 100, 143
-	common := hashVec("common", dim)
 	for _, rows := range []int{1_000, 10_000} {
 		c := &collection{dim: dim, row: map[string]int{}}
 		for i := range rows {
-			v := hashVec(fmt.Sprint("row", i), dim)
-			for j := range v {
-				v[j] = 0.3*v[j] + common[j]
-			}
-			c.put(&memory.Message{ID: fmt.Sprintf("m%05d", i), State: memory.StateDropped}, storeRoundTrip(v))
+			c.put(&memory.Message{ID: fmt.Sprintf("m%05d", i), State: memory.StateDropped}, storeRoundTrip(alikeVec(fmt.Sprint("row", i), dim)))
 		}
-		q := hashVec("q", dim)
-		for j := range q {
-			q[j] = 0.3*q[j] + common[j]
-		}
-		normalize(q)
+		q := alikeVec("q", dim)
 		f := newVectorFilter(&memory.SearchQuery{NoSummaries: true})
 		var h minHeap
 		buf := new(scanBuf)
