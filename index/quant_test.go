@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/ctxd/ctxd/internal/simd"
@@ -118,6 +119,28 @@ func TestSessionScanRescoresFew(t *testing.T) {
 		t.Logf("%d rows: %d rescored (limit %d)", rows, buf.rescored, limit)
 		if len(h) != n || buf.rescored > limit {
 			t.Fatalf("%d rows: %d kept, %d rescored exactly, want %d kept and at most %d rescored", rows, len(h), buf.rescored, n, limit)
+		}
+	}
+}
+
+// A row rebuilt from its codes is, bit for bit, the message's vector
+// normalised (what a float32 row holds), whatever its norm: the scan's
+// exact scores and order are those of the float32 rows.
+func TestRebuiltRowIsTheNormalisedVector(t *testing.T) {
+	for _, dim := range []int{3, 100, 1536} {
+		c := &collection{dim: dim, row: map[string]int{}}
+		for i := range 200 {
+			vec := storeRoundTrip(hashVec(fmt.Sprint("v", dim, i), dim))
+			for j := range vec {
+				vec[j] *= float32(i%7) / 3 // norms 0 (all zero), below and above 1
+			}
+			vec = storeRoundTrip(vec)
+			c.put(&memory.Message{ID: fmt.Sprint(i)}, vec)
+			want := slices.Clone(vec)
+			normalize(want)
+			if got := c.exact(i, make([]float32, dim)); !slices.Equal(got, want) {
+				t.Fatalf("dim %d row %d: rebuilt %v, normalised %v", dim, i, got[:min(dim, 4)], want[:min(dim, 4)])
+			}
 		}
 	}
 }
