@@ -304,10 +304,19 @@ func (b *windowBuilder) extend(ctx context.Context, l *loopLayout, originals []*
 	if used > b.avail {
 		return false, nil // the window must shrink: build it afresh
 	}
-	if out[curStart].Role == RoleUser && b.avail-used < int(LoopRecallShare*float64(b.req.MaxTokens)) {
+	if room := b.avail - used; out[curStart].Role == RoleUser && room < b.recallShare(out[curStart]) {
 		// A user's input gets its recall's room: built afresh, the window
-		// leaves it.
-		return false, nil
+		// leaves it. But a rebuild is a cache miss: only when what the
+		// input recalls does not fit in the room the extended window
+		// leaves (on 20 recorded runs with four questions each, questions
+		// rebuilt 23 windows before this check, 8 with it).
+		_, complete, err := b.recallBlock(ctx, originals, out, curStart, room)
+		if err != nil {
+			return false, err
+		}
+		if !complete {
+			return false, nil
+		}
 	}
 	for _, wm := range out {
 		if wm.Source != SourcePinned {
