@@ -98,8 +98,11 @@ func TestLoopWindowKeepsItsPrefixBetweenRebuilds(t *testing.T) {
 				if n != 2 || w.Messages[0].Role != memory.RoleSystem || w.Messages[1].Role != memory.RoleUser {
 					t.Fatalf("step %d: a rebuilt window repeats %d messages, want the system prompt and the task", i, n)
 				}
-				if w.Tokens > int(0.75*budget) {
-					t.Fatalf("step %d: a rebuilt window takes %d of %d tokens: no room to grow", i, w.Tokens, budget)
+				// A rebuild is paid uncached, the calls after it at a
+				// tenth: it leaves two thirds of the budget to grow in
+				// (at LoopFillPct 0.45 it took 1,293 of 3,000 here).
+				if w.Tokens > budget/3 {
+					t.Fatalf("step %d: a rebuilt window takes %d of %d tokens: too little room to grow", i, w.Tokens, budget)
 				}
 			}
 		}
