@@ -89,13 +89,34 @@ func promptTerms(prompt string, numbers bool) []recallTerm {
 // (the newest unit), within what the budget leaves.
 func (b *windowBuilder) addRecall(ctx context.Context, originals []*Message, cur int) error {
 	msgs := b.res.Messages
+	r, _, err := b.recallBlock(ctx, originals, msgs, cur, min(b.recallShare(msgs[cur]), b.avail))
+	if err != nil || r == nil {
+		return err
+	}
+	b.use(SourceRecovered, r.Tokens)
+	wm := WindowMessage{Message: r, Source: SourceRecovered}
+	b.res.Messages = append(msgs[:cur:cur], append([]WindowMessage{wm}, msgs[cur:]...)...)
+	return nil
+}
+
+// recallShare is the most the recall block before cur may cost.
+func (b *windowBuilder) recallShare(cur WindowMessage) int {
 	share := RecallToolShare
-	if msgs[cur].Role == RoleUser {
+	if cur.Role == RoleUser {
 		share = LoopRecallShare
 	}
-	limit := min(int(share*float64(b.req.MaxTokens)), b.avail)
-	if limit < 32 || strings.TrimSpace(b.req.Prompt) == "" {
-		return nil
+	return int(share * float64(b.req.MaxTokens))
+}
+
+// minRecallTokens is the least room worth a recall block.
+const minRecallTokens = 32
+
+// recallBlock is the recall block for the prompt, to stand before msgs[cur]
+// within limit tokens (nil if nothing to recall or no room), and whether it
+// holds every line found (complete: nothing was left out for want of room).
+func (b *windowBuilder) recallBlock(ctx context.Context, originals []*Message, msgs []WindowMessage, cur, limit int) (*Message, bool, error) {
+	if strings.TrimSpace(b.req.Prompt) == "" {
+		return nil, true, nil
 	}
 	user := msgs[cur].Role == RoleUser
 	terms := promptTerms(b.req.Prompt, user)
@@ -109,7 +130,7 @@ func (b *windowBuilder) addRecall(ctx context.Context, originals []*Message, cur
 		terms = append(terms, promptTerms(text, false)...)
 	}
 	if len(terms) == 0 {
-		return nil
+		return nil, true, nil
 	}
 	// What the window shows already needs no recall (the newest input
 	// itself, which names what it asks about, does not count) unless a
@@ -151,7 +172,7 @@ func (b *windowBuilder) addRecall(ctx context.Context, originals []*Message, cur
 		}
 	}
 	if len(want) == 0 && len(nums) == 0 {
-		return nil
+		return nil, true, nil
 	}
 	// Each term's newest older message, and the lines there that hold it.
 	type found struct {
@@ -219,7 +240,7 @@ func (b *windowBuilder) addRecall(ctx context.Context, originals []*Message, cur
 		}
 		older, err := b.searchOlder(ctx, terms[t].text, shown)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		for _, m := range older {
 			if k := termAt(m.Content, terms[t].text); k >= 0 && got[t] < perTerm {
@@ -229,7 +250,10 @@ func (b *windowBuilder) addRecall(ctx context.Context, originals []*Message, cur
 		}
 	}
 	if len(srcs) == 0 {
-		return nil
+		return nil, true, nil
+	}
+	if limit < minRecallTokens {
+		return nil, false, nil
 	}
 	sort.SliceStable(srcs, func(i, j int) bool { return srcs[i].first < srcs[j].first })
 	calls := map[string]*ToolCall{}
@@ -256,6 +280,7 @@ func (b *windowBuilder) addRecall(ctx context.Context, originals []*Message, cur
 		blocks[i] = append([]string{head}, body...)
 	}
 	r := &Message{ID: "recall-" + msgs[cur].ID, Role: RoleUser, Kind: KindDigest, State: StateActive, SessionID: b.sess.ID}
+	complete := true
 	for len(blocks) > 0 {
 		var sb strings.Builder
 		sb.WriteString(recallHeader)
@@ -270,25 +295,23 @@ func (b *windowBuilder) addRecall(ctx context.Context, originals []*Message, cur
 		r.Content = sb.String()
 		n, err := MessageTokens(b.s.Tokenizer, b.sess.Encoding, r)
 		if err != nil {
-			return fmt.Errorf("count the recall block: %w", err)
+			return nil, false, fmt.Errorf("count the recall block: %w", err)
 		}
 		if n <= limit {
 			r.Tokens = n
 			break
 		}
 		// Over: the last source's last line goes (its header with it).
+		complete = false
 		last := len(blocks) - 1
 		if blocks[last] = blocks[last][:len(blocks[last])-1]; len(blocks[last]) <= 1 {
 			blocks = blocks[:last]
 		}
 	}
 	if len(blocks) == 0 {
-		return nil
+		return nil, false, nil
 	}
-	b.use(SourceRecovered, r.Tokens)
-	wm := WindowMessage{Message: r, Source: SourceRecovered}
-	b.res.Messages = append(msgs[:cur:cur], append([]WindowMessage{wm}, msgs[cur:]...)...)
-	return nil
+	return r, complete, nil
 }
 
 // searchOlder finds the session's messages, outside the window, whose text

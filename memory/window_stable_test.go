@@ -98,8 +98,11 @@ func TestLoopWindowKeepsItsPrefixBetweenRebuilds(t *testing.T) {
 				if n != 2 || w.Messages[0].Role != memory.RoleSystem || w.Messages[1].Role != memory.RoleUser {
 					t.Fatalf("step %d: a rebuilt window repeats %d messages, want the system prompt and the task", i, n)
 				}
-				if w.Tokens > int(0.75*budget) {
-					t.Fatalf("step %d: a rebuilt window takes %d of %d tokens: no room to grow", i, w.Tokens, budget)
+				// A rebuild is paid uncached, the calls after it at a
+				// tenth: it leaves two thirds of the budget to grow in
+				// (at LoopFillPct 0.45 it took 1,293 of 3,000 here).
+				if w.Tokens > budget/3 {
+					t.Fatalf("step %d: a rebuilt window takes %d of %d tokens: too little room to grow", i, w.Tokens, budget)
 				}
 			}
 		}
@@ -284,5 +287,61 @@ func TestRecallBlockBeyondTheTailsReach(t *testing.T) {
 	block := w.Messages[len(w.Messages)-2]
 	if block.Kind != memory.KindDigest || !strings.Contains(block.Content, fact) || !slices.Contains(block.Sources, planted.IDs[1]) {
 		t.Fatalf("the early output is not recalled: %s %q", block.ID, block.Content)
+	}
+}
+
+// A user's question to a tool loop whose window is nearly full is answered
+// in the window extended, not rebuilt (a cache miss), when what it recalls
+// fits in the room left, even though that room is under the share a window
+// built afresh would leave the recall.
+func TestQuestionRecallFitsAnExtendedWindow(t *testing.T) {
+	h := memorytest.Open(t)
+	ctx := context.Background()
+	loopSession(t, h, "s")
+	const budget = 2500
+	share := int(memory.LoopRecallShare * budget)
+	fact := "payment_retry_limit = 7 in settings/payments.toml"
+	planted := mustAppend(t, h, "s", step(-1, "settings read:\n"+fact+"\n")...)
+	q := &memory.Message{Role: memory.RoleUser, Content: "What did the earlier output say about payment_retry_limit?"}
+	var prev *memory.ContextResult
+	for i := 1; ; i++ {
+		if i > 400 {
+			t.Fatal("no window left between 200 tokens and the recall's share free: the test needs one")
+		}
+		out := codeOutput(i, 1+i%3)
+		mustAppend(t, h, "s", step(i, out)...)
+		w, err := h.Context(ctx, "s", memory.ContextRequest{Prompt: out, MaxTokens: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = w
+		if free := budget - w.Tokens; i > 40 && free >= 200 && free < share-40 {
+			break
+		}
+	}
+	for _, m := range prev.Messages {
+		if strings.Contains(m.Content, "payment_retry_limit") {
+			t.Fatalf("the planted line is still in the window (%s): the test needs it out", m.ID)
+		}
+	}
+	asked := mustAppend(t, h, "s", q)
+	w, err := h.Context(ctx, "s", memory.ContextRequest{Prompt: q.Content, MaxTokens: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPairs(t, w)
+	n := len(w.Messages)
+	if w.Messages[n-1].ID != asked.IDs[0] {
+		t.Fatal("the question is not the last message")
+	}
+	if block := w.Messages[n-2]; block.Kind != memory.KindDigest || !strings.Contains(block.Content, fact) || !slices.Contains(block.Sources, planted.IDs[1]) {
+		t.Fatalf("no recall block holding the line before the question: %s %q", block.ID, block.Content)
+	}
+	if w.StablePrefix != len(prev.Messages) {
+		t.Fatalf("StablePrefix %d of the previous window's %d messages: rebuilt (%d of %d tokens were free, the recall's share is %d)",
+			w.StablePrefix, len(prev.Messages), budget-prev.Tokens, budget, share)
+	}
+	if w.Tokens > budget {
+		t.Fatalf("%d tokens over %d", w.Tokens, budget)
 	}
 }
