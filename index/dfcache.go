@@ -8,15 +8,21 @@ import "sync"
 // a context call searches twice for the same prompt: opening a term reader
 // per word and segment was a twentieth of what a call allocated.
 type dfCache struct {
-	gen uint64
-	mu  sync.Mutex
-	df  map[string]uint64 // by field, 0, term
-	key []byte            // get's scratch, under mu
+	gen   uint64
+	mu    sync.Mutex
+	df    map[string]uint64 // by field, 0, term
+	bytes int               // the keys' bytes and dfEntry each
+	key   []byte            // get's scratch, under mu
 }
 
-// maxCachedTerms bounds a generation's cache; past it, terms are looked up
-// every time (an index between writes does not see that many words).
-const maxCachedTerms = 50_000
+// maxDFBytes bounds a generation's cache by its keys' bytes (it was 50,000
+// terms, whatever their length: a term may be a long identifier or path);
+// past it, terms are looked up every time (an index between writes does not
+// see that many words).
+const maxDFBytes = 4 << 20
+
+// dfEntry is what a term costs the cache beside its key's bytes.
+const dfEntry = 48
 
 // dfs returns the cache of the current write generation.
 func (x *Index) dfs() *dfCache {
@@ -53,7 +59,11 @@ func dfKey(buf []byte, field string, term []byte) []byte {
 func (c *dfCache) put(field string, term []byte, df uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.df) < maxCachedTerms {
-		c.df[string(dfKey(nil, field, term))] = df
+	k := dfKey(c.key[:0], field, term)
+	c.key = k
+	if _, ok := c.df[string(k)]; ok || c.bytes+len(k)+dfEntry > maxDFBytes {
+		return
 	}
+	c.df[string(k)] = df
+	c.bytes += len(k) + dfEntry
 }

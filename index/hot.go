@@ -13,26 +13,60 @@ import (
 // Hot sessions: a search in one session with no filter (an agent's memory
 // search, a session's hybrid search) is answered by a chromem-go
 // collection of that session, built from its rows on first need and kept
-// for the most recently searched sessions only. Every other session stays
-// in int8 rows alone, so memory grows with the sessions in use, not with
-// the store: a hot session costs its float32 rows once more (400 B a row
-// at 100 dimensions). chromem-go's sums are float32, one product at a
+// for the most recently searched sessions only, within a bound in bytes.
+// Every other session stays in int8 rows alone, so memory grows with the
+// sessions in use, not with the store: a hot session costs its float32 rows
+// once more (400 B a row at 100 dimensions) and chromem-go's document for
+// each. A bound in sessions let that grow with the sessions' length: 64 hot
+// sessions of 10,000 messages (1M messages in 100 sessions) held ~350 MB.
+// A session larger than the whole bound is never hot: the scan answers it.
+// chromem-go's sums are float32, one product at a
 // time, in order: the flat scan adds the same way when it answers these
 // queries (scan's inOrder), so a session's results are the same, to the
 // bit, whether it is hot or not.
 
-// defaultHotSessions bounds the sessions kept hot.
-const defaultHotSessions = 64
+// DefaultHotBytes bounds the memory of the hot sessions' chromem-go
+// collections: at 100 dimensions ~110,000 rows, all of 100k messages over
+// 100 sessions, and a tenth of 1M.
+const DefaultHotBytes = 64 << 20
+
+// hotRowOverhead is what chromem-go spends on a document beside its
+// float32s: the Document, its id string and its entry in the collection's
+// map (estimated from the types, not measured).
+const hotRowOverhead = 160
 
 type hotSessions struct {
 	mu  sync.Mutex
-	max int
+	max int64 // bytes
 	db  *chromem.DB
 	lru *list.List // of *collection, most recently searched first
 }
 
-func newHotSessions(max int) *hotSessions {
-	return &hotSessions{max: max, db: chromem.NewDB(), lru: list.New()}
+func newHotSessions(maxBytes int64) *hotSessions {
+	return &hotSessions{max: maxBytes, db: chromem.NewDB(), lru: list.New()}
+}
+
+// hotBytes is what c's chromem-go collection holds, or would.
+func hotBytes(c *collection) int64 {
+	return c.rows.Load() * int64(c.dim*4+hotRowOverhead)
+}
+
+// fits says whether c may be hot at all.
+func (h *hotSessions) fits(c *collection) bool { return hotBytes(c) <= h.max }
+
+// bytes is what the hot sessions hold now.
+func (h *hotSessions) bytes() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bytesLocked()
+}
+
+func (h *hotSessions) bytesLocked() int64 {
+	var n int64
+	for e := h.lru.Front(); e != nil; e = e.Next() {
+		n += hotBytes(e.Value.(*collection))
+	}
+	return n
 }
 
 // noEmbed refuses to embed: vectors come from the store. A nil
@@ -51,6 +85,9 @@ func (h *hotSessions) query(ctx context.Context, c *collection, k collKey, qv []
 	c.mu.RLock()
 	cc := c.cc
 	c.mu.RUnlock()
+	if cc == nil && !h.fits(c) {
+		return nil, errNotHot
+	}
 	if cc == nil {
 		var err error
 		if cc, err = h.build(c, k); err != nil {
@@ -114,7 +151,8 @@ func addRow(cc *chromem.Collection, id string, row []float32) error {
 }
 
 // touch makes c the most recently searched hot session, and lets the
-// least recently searched go past the bound.
+// least recently searched go while the hot sessions hold more than the
+// bound (c too, when it alone does: a session's writes while hot count).
 func (h *hotSessions) touch(c *collection, k collKey) {
 	h.mu.Lock()
 	if c.hot != nil {
@@ -124,10 +162,11 @@ func (h *hotSessions) touch(c *collection, k collKey) {
 		c.key = k
 	}
 	var cold []*collection
-	for h.lru.Len() > h.max {
+	for total := h.bytesLocked(); total > h.max && h.lru.Len() > 0; {
 		e := h.lru.Back()
 		h.lru.Remove(e)
 		victim := e.Value.(*collection)
+		total -= hotBytes(victim)
 		victim.hot = nil
 		cold = append(cold, victim)
 	}

@@ -12,11 +12,13 @@ import (
 // A one-session search without a filter is answered by a chromem-go
 // collection while the session is hot, and gives what the scan gives, to
 // the bit; writes and deletes reach a hot session; no more sessions stay
-// hot than the bound, and a session let go answers the same again.
+// hot than the bound in bytes holds, and a session let go answers the same
+// again.
 func TestHotSessionsAnswerAsTheScan(t *testing.T) {
 	const dim, n, sessions = 100, 10, 6
 	x := openTest(t, Options{})
-	x.vec.hot = newHotSessions(2)
+	// Room for two sessions of 100 rows and a write, not three.
+	x.vec.hot = newHotSessions(2 * 110 * (dim*4 + hotRowOverhead))
 	msgs := newCorpus(7).messages("t", 600, sessions, dim, t0)
 	for _, m := range msgs {
 		m.Vector = storeRoundTrip(m.Vector)
@@ -82,5 +84,57 @@ func TestHotSessionsAnswerAsTheScan(t *testing.T) {
 	}
 	if want := scan(s, "target"); !slices.Equal(got, want) {
 		t.Fatalf("after the delete: hot %v, scan %v", got, want)
+	}
+}
+
+// The hot sessions are bounded by bytes, not by count: a session larger
+// than the bound is never made hot (the scan answers it the same), and
+// small sessions share the room a large one would take.
+func TestHotSessionsBoundedByBytes(t *testing.T) {
+	const dim, n = 100, 10
+	x := openTest(t, Options{})
+	rowBytes := int64(dim*4 + hotRowOverhead)
+	bound := 300 * rowBytes
+	x.vec.hot = newHotSessions(bound)
+	var msgs []*memory.Message
+	add := func(session string, rows int) {
+		for i := range rows {
+			msgs = append(msgs, &memory.Message{ID: fmt.Sprintf("%s-%d", session, i), Tenant: "t", SessionID: session,
+				Role: memory.RoleUser, Content: "x", State: memory.StateActive, CreatedAt: t0,
+				Vector: storeRoundTrip(hashVec(fmt.Sprintf("%s/%d", session, i), dim))})
+		}
+	}
+	add("big", 400)
+	for i := range 6 {
+		add(fmt.Sprintf("small%d", i), 50)
+	}
+	mustApply(t, x, memory.IndexBatch{Upserts: msgs, Watermark: 1})
+	hot := func(session string) bool {
+		c := x.vec.get(collKey{"t", session}, false)
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		return c.cc != nil
+	}
+	for round := range 2 {
+		for _, s := range []string{"big", "small0", "small1", "small2", "small3", "small4", "small5", "big"} {
+			seed := fmt.Sprintf("q-%s-%d", s, round)
+			q := memory.SearchQuery{Tenant: "t", Sessions: []string{s}, Vector: hashVec(seed, dim), Mode: memory.ModeVector, K: n}
+			got, err := x.vec.search(context.Background(), &q, n, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != n {
+				t.Fatalf("session %s: %d hits, want %d", s, len(got), n)
+			}
+			if b := x.vec.hot.bytes(); b > bound {
+				t.Fatalf("after searching %s: hot sessions hold %d bytes, bound %d", s, b, bound)
+			}
+		}
+	}
+	if hot("big") {
+		t.Fatal("a session larger than the bound was made hot")
+	}
+	if got := x.vec.hot.len(); got != 6 {
+		t.Fatalf("%d sessions hot, want the 6 small ones (300 rows fit)", got)
 	}
 }

@@ -74,7 +74,8 @@ type collection struct {
 	times  []int64 // created_at, Unix nanoseconds
 	sums   []bool  // a summary
 	row    map[string]int
-	tmp    []float32 // put's scratch, under mu
+	rows   atomic.Int64 // len(ids), read without mu by the hot sessions' bound
+	tmp    []float32    // put's scratch, under mu
 
 	// cc answers one-session queries while the session is hot (hot.go);
 	// nil otherwise. Under mu.
@@ -122,6 +123,7 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 		c.states = append(c.states, "")
 		c.times = append(c.times, 0)
 		c.sums = append(c.sums, false)
+		c.rows.Store(int64(len(c.ids)))
 	}
 	c.states[i] = canonicalState(m.State)
 	c.times[i] = unixNano(m.CreatedAt)
@@ -210,6 +212,7 @@ func (c *collection) remove(id string) {
 	c.ids, c.states, c.times, c.sums = c.ids[:last], c.states[:last], c.times[:last], c.sums[:last]
 	c.scales, c.l1s, c.src, c.invs = c.scales[:last], c.l1s[:last], c.src[:last], c.invs[:last]
 	c.codes = c.codes[:last*c.dim]
+	c.rows.Store(int64(last))
 }
 
 // vectors is the vector side: every tenant's sessions' collections.
@@ -221,7 +224,7 @@ type vectors struct {
 }
 
 func newVectors() *vectors {
-	return &vectors{byTenant: map[string]map[string]*collection{}, hot: newHotSessions(defaultHotSessions)}
+	return &vectors{byTenant: map[string]map[string]*collection{}, hot: newHotSessions(DefaultHotBytes)}
 }
 
 // get returns the collection of k, creating it if create is set.

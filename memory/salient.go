@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"strings"
@@ -225,13 +226,18 @@ type salientKey struct {
 // window reads the same ~100 outputs on every call, and finding their names
 // was a third of a late call's cost.
 type salientCache struct {
-	mu sync.Mutex
-	m  map[salientKey]*named
+	mu    sync.Mutex
+	m     map[salientKey]*named
+	bytes int // what the entries of m hold (see named.size)
+	limit int // 0: maxSalientBytes
 }
 
-// maxSalientCache bounds the cache; when full it starts over (the next
-// calls refill it with what they use).
-const maxSalientCache = 20_000
+// maxSalientBytes bounds the cache by what its entries hold; when full it
+// starts over (the next calls refill it with what they use). It was 20,000
+// entries, which kept each entry's whole text: 20,000 tool outputs of 50 kB
+// were a gigabyte. 32 MiB holds ~100 outputs of ~30 kB in each of ten busy
+// sessions' windows.
+const maxSalientBytes = 32 << 20
 
 func (c *salientCache) get(id string, part int, text string) *named {
 	k := salientKey{id, part}
@@ -242,25 +248,51 @@ func (c *salientCache) get(id string, part int, text string) *named {
 		return n
 	}
 	n = namesOf(text)
+	size := n.size()
+	limit := cmp.Or(c.limit, maxSalientBytes)
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxSalientCache {
-		c.m = map[salientKey]*named{}
+	defer c.mu.Unlock()
+	if size > limit {
+		return n // larger than the whole cache: not kept
+	}
+	if old := c.m[k]; old != nil {
+		c.bytes -= old.size()
+	}
+	if c.m == nil || c.bytes+size > limit {
+		c.m, c.bytes = map[salientKey]*named{}, 0
 	}
 	c.m[k] = n
-	c.mu.Unlock()
+	c.bytes += size
 	return n
+}
+
+// size is what n holds, about: its text (lines are cut from it, or copies
+// no longer than it), each line's slice headers and hashes, and its names.
+func (n *named) size() int {
+	const entry = 128 // n itself and its place in the cache's map
+	size := entry + 2*len(n.text) + len(n.lines)*(16+24+4) + len(n.uniq)*16
+	for _, h := range n.hashes {
+		size += len(h) * 8
+	}
+	return size
 }
 
 // countCache keeps the token counts of short texts a window repeats on
 // every call (the digest's header, the command above each output's lines):
 // counting them again was a third of what a late digest cost.
 type countCache struct {
-	mu sync.Mutex
-	m  map[[2]string]int // by encoding and text
+	mu    sync.Mutex
+	m     map[[2]string]int // by encoding and text
+	bytes int               // the keys' bytes and countEntry each
+	limit int               // 0: maxCountBytes
 }
 
-// maxCountCache bounds the cache; when full it starts over.
-const maxCountCache = 10_000
+// maxCountBytes bounds the cache by its keys' bytes (it was 10,000
+// entries, whatever their length); when full it starts over.
+const maxCountBytes = 4 << 20
+
+// countEntry is what an entry of countCache costs beside its text.
+const countEntry = 80
 
 func (c *countCache) count(tok Tokenizer, enc, text string) (int, error) {
 	k := [2]string{enc, text}
@@ -274,11 +306,19 @@ func (c *countCache) count(tok Tokenizer, enc, text string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	size := countEntry + len(enc) + len(text)
+	limit := cmp.Or(c.limit, maxCountBytes)
+	if size > limit {
+		return n, nil
+	}
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCountCache {
-		c.m = map[[2]string]int{}
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; !ok {
+		if c.m == nil || c.bytes+size > limit {
+			c.m, c.bytes = map[[2]string]int{}, 0
+		}
+		c.bytes += size
 	}
 	c.m[k] = n
-	c.mu.Unlock()
 	return n, nil
 }

@@ -91,6 +91,21 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 			ln.Close()
 		}
 	}()
+	// The encoding's ranks load while the store, the embedder and the index
+	// open: it is the largest part of a start-up (~1 s of CPU on a
+	// contended machine) and needs none of them. Every return below waits
+	// for it, so no goroutine outlives a failed Run.
+	tok := tokenizer.New()
+	var warmErr error
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		t0 := time.Now()
+		if warmErr = tok.Warm(cfg.Encoding); warmErr == nil {
+			m.Logger.Info("tokenizer ready", "encoding", cfg.Encoding, "took", time.Since(t0).Round(time.Millisecond))
+		}
+	}()
+	defer func() { <-warmed }()
 	var empty bool
 	if m.Store, empty, err = m.openStore(ctx); err != nil {
 		return err
@@ -115,12 +130,9 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		}
 		return err
 	}
-	t0 := time.Now()
-	tok := tokenizer.New()
-	if err := tok.Warm(cfg.Encoding); err != nil {
-		return err
+	if <-warmed; warmErr != nil {
+		return warmErr
 	}
-	m.Logger.Info("tokenizer ready", "encoding", cfg.Encoding, "took", time.Since(t0).Round(time.Millisecond))
 	// On a database the nodes share, the event log is in it, and there is
 	// no cold mirror: the cold originals are rows of the database (its
 	// backups keep them), and each node's files held only what that node
@@ -160,7 +172,7 @@ func (m *Main) Run(ctx context.Context, ln net.Listener) (err error) {
 		Concurrency: memory.Concurrency{Compactions: cfg.MaxCompactions, Embeds: cfg.MaxEmbeds},
 		SharedStore: SharedStore(cfg.Store),
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	if err := m.Service.Open(ctx); err != nil {
 		return fmt.Errorf("open service: %w", err)
 	}

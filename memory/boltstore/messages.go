@@ -298,6 +298,9 @@ func (s *Store) TrimChanges(ctx context.Context, upTo uint64) error {
 // only once no read transaction is open) for as long as the load took. So
 // the visit is not one snapshot: a record written meanwhile may or may not
 // be visited (the index's load gives way to writes; see index.vectorLoad).
+// After each transaction the pages it read leave the process's resident
+// memory (releaseMapped): the load reads every vector once, and its pages
+// are not the working set.
 func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) error, damaged func(*memory.DamagedRecord)) error {
 	var after []byte // the last key visited
 	for {
@@ -334,6 +337,7 @@ func (s *Store) ForEachVector(ctx context.Context, fn func(*memory.Message) erro
 					return err
 				}
 			}
+			releaseMapped(s.db, tx)
 			return nil
 		})
 		if err != nil || n < vectorChunk {
