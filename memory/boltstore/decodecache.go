@@ -36,12 +36,12 @@ type decoded struct {
 
 // DefaultDecodeCacheBytes bounds each generation by what its entries hold,
 // the record and the decoded message (entryBytes, about 1.8 KB for a chat
-// turn with its record), so the cache holds at most twice that: 16 MiB
-// holds the windows of a few dozen busy sessions, as many as 4 MiB did
-// when only records counted. Holding the bench's 100 windows of 1,000
-// messages (170 MB decoded) did not pay: 64 MiB cut a context call's CPU
-// by a sixth for 250 MB more RSS. See Store.SetDecodeCacheBytes.
-const DefaultDecodeCacheBytes = 16 << 20
+// turn with its record), so the cache holds at most twice that. 32 MiB (with
+// scoring's term cache at 32 MiB too) held enough of a bench of 100
+// sessions' windows of 1,000 messages (~170 MB decoded) that a context
+// call took 15% less CPU than at 16 MiB, for ~100 MB more RSS; 64 MiB
+// gained little more. See Store.SetDecodeCacheBytes.
+const DefaultDecodeCacheBytes = 32 << 20
 
 func newDecodeCache(limit int) *decodeCache {
 	return &decodeCache{cur: map[string]*decoded{}, prev: map[string]*decoded{}, limitBytes: limit}
