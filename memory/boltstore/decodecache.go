@@ -89,8 +89,11 @@ func (c *decodeCache) get(key, raw []byte) *memory.Message {
 
 func (c *decodeCache) put(key, raw []byte, m *memory.Message) {
 	size := entryBytes(key, raw, m)
-	if size > c.limitBytes/16 {
-		return // one huge record would push out many small ones
+	if size > c.limitBytes/64 {
+		// One huge record would push out many small ones; and a window's
+		// megabyte-long messages, cached, would add their size to the RSS
+		// of the write that brought them (512 KiB at the default).
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

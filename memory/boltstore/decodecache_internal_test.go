@@ -16,7 +16,7 @@ import (
 // decodes to what the record says. A limit of 0 (--decode-cache-bytes=0)
 // keeps nothing.
 func TestDecodeCacheBounded(t *testing.T) {
-	for _, limit := range []int{64 << 10, 0} {
+	for _, limit := range []int{256 << 10, 0} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) { testDecodeCacheBounded(t, limit) })
 	}
 }
@@ -24,7 +24,7 @@ func TestDecodeCacheBounded(t *testing.T) {
 func testDecodeCacheBounded(t *testing.T, limit int) {
 	c := newDecodeCache(limit)
 	rec := func(i, v int) []byte {
-		content := strings.Repeat(fmt.Sprintf("v%d ", v), 500) // compresses well
+		content := strings.Repeat(fmt.Sprintf("v%d ", v), 1000) // compresses well
 		b, err := encodeRecord(&memory.Message{ID: fmt.Sprintf("m%d", i), Content: content}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -32,7 +32,7 @@ func testDecodeCacheBounded(t *testing.T, limit int) {
 		return b
 	}
 	for round := range 5 {
-		for i := range 100 {
+		for i := range 300 {
 			key := []byte(fmt.Sprint(i))
 			raw := rec(i, round/2) // every other round rewrites them all
 			// These records name no kept-apart prompt: no tx needed.
