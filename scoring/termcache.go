@@ -34,9 +34,11 @@ type termKey struct {
 	idMin, idMax int
 }
 
-// termCacheBytes bounds each generation: a chat turn's entry is a few
-// hundred bytes, so 8 MiB holds the windows of some hundred sessions.
-const termCacheBytes = 8 << 20
+// termCacheBytes bounds each generation by termEntryBytes: a chat turn's
+// entry is a few hundred bytes, so 32 MiB holds the windows of a hundred
+// sessions of 1,000 messages, where 8 MiB missed most of them and a
+// context call spent a tenth of its CPU scanning again.
+const termCacheBytes = 32 << 20
 
 // docTerms is the process's; nil scans every time (tests compare).
 var docTerms = newTermCache(termCacheBytes)
@@ -63,13 +65,13 @@ func (c *termCache) get(k termKey) ([]byte, bool) {
 }
 
 func (c *termCache) put(k termKey, e []byte) {
-	if len(e) > c.limitBytes/16 {
+	if termEntryBytes(e) > c.limitBytes/16 {
 		return // one huge text would push out many small ones
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.cur[k]; ok {
-		c.curBytes -= len(old)
+		c.curBytes -= termEntryBytes(old)
 	}
 	c.add(k, e)
 }
@@ -77,11 +79,18 @@ func (c *termCache) put(k termKey, e []byte) {
 // add puts e in the current generation, first turning a full one into the
 // previous one; c.mu is held.
 func (c *termCache) add(k termKey, e []byte) {
-	if c.curBytes+len(e) > c.limitBytes {
+	if c.curBytes+termEntryBytes(e) > c.limitBytes {
 		c.prev, c.cur, c.curBytes = c.cur, map[termKey][]byte{}, 0
 	}
 	c.cur[k] = e
-	c.curBytes += len(e)
+	c.curBytes += termEntryBytes(e)
+}
+
+// termEntryBytes is what an entry holds: its scan, and the map's slot with
+// the key and the slice header, which a short text's scan (empty for one
+// with no terms) is smaller than.
+func termEntryBytes(e []byte) int {
+	return 64 + len(e)
 }
 
 // scanTerms is text's entry: for each distinct (term, kind) the scanner

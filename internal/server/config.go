@@ -149,7 +149,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.DurationVar(&c.MaxWait, "max-wait", 30*time.Second, "the longest an API request waits for --max-working; then it is answered 503 with Retry-After")
 	fs.IntVar(&c.MaxCompactions, "max-compactions", 2, "compactions running at once across sessions")
 	fs.IntVar(&c.MaxEmbeds, "max-embeds", 4, "embedding calls running at once")
-	fs.IntVar(&c.DecodeCacheBytes, "decode-cache-bytes", boltstore.DefaultDecodeCacheBytes, "bytes of message records kept decoded, in each of the cache's two generations (the decoded messages take about as much again), so that a context call does not decode its window again; 0: none")
+	fs.IntVar(&c.DecodeCacheBytes, "decode-cache-bytes", boltstore.DefaultDecodeCacheBytes, "bytes of decoded messages (with their records) kept, in each of the cache's two generations, so that a context call does not decode its window again; 0: none")
 	fs.Int64Var(&c.DiskReserve, "disk-reserve", 256<<20, "refuse new messages (503) while the data dir's disk has less than this many bytes free, or --disk-reserve-pct of it, whichever is smaller")
 	fs.Float64Var(&c.DiskReservePct, "disk-reserve-pct", 0.05, "see --disk-reserve")
 	fs.Int64Var(&c.DiskSpare, "disk-spare", 1<<20, "bytes of a spare file (ctxd.db.spare) kept next to the store and given back when a delete finds the disk full, so sessions can be deleted to free space; 0: none")

@@ -1,9 +1,9 @@
 package boltstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,10 +11,12 @@ import (
 )
 
 // The cache stays within two generations of its limit while records come
-// and go, and every read decodes to what the record says.
-// A limit of 0 (--decode-cache-bytes=0) keeps nothing.
+// and go, counting the decoded messages it holds and not only their
+// records (compressed, a fraction of their content), and every read
+// decodes to what the record says. A limit of 0 (--decode-cache-bytes=0)
+// keeps nothing.
 func TestDecodeCacheBounded(t *testing.T) {
-	for _, limit := range []int{2000, 0} {
+	for _, limit := range []int{256 << 10, 0} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) { testDecodeCacheBounded(t, limit) })
 	}
 }
@@ -22,14 +24,18 @@ func TestDecodeCacheBounded(t *testing.T) {
 func testDecodeCacheBounded(t *testing.T, limit int) {
 	c := newDecodeCache(limit)
 	rec := func(i, v int) []byte {
-		b, _ := json.Marshal(&memory.Message{ID: fmt.Sprintf("m%d", i), Content: fmt.Sprintf("v%d", v)})
+		content := strings.Repeat(fmt.Sprintf("v%d ", v), 1000) // compresses well
+		b, err := encodeRecord(&memory.Message{ID: fmt.Sprintf("m%d", i), Content: content}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return b
 	}
 	for round := range 5 {
-		for i := range 100 {
+		for i := range 300 {
 			key := []byte(fmt.Sprint(i))
 			raw := rec(i, round/2) // every other round rewrites them all
-			// Bare JSON records name no kept-apart prompt: no tx needed.
+			// These records name no kept-apart prompt: no tx needed.
 			got, err := c.decode(nil, key, raw)
 			if err != nil {
 				t.Fatal(err)
@@ -38,14 +44,17 @@ func testDecodeCacheBounded(t *testing.T, limit int) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("round %d, record %d: %+v, want %+v", round, i, got, want)
 			}
-			size := 0
+			size, n := 0, len(c.cur)+len(c.prev)
 			for _, g := range []map[string]*decoded{c.cur, c.prev} {
 				for _, d := range g {
-					size += len(d.raw)
+					size += len(d.raw) + len(d.m.Content)
 				}
 			}
-			if size > 2*c.limitBytes || (limit == 0 && len(c.cur)+len(c.prev) > 0) {
-				t.Fatalf("cache holds %d bytes of records, limit %d a generation", size, c.limitBytes)
+			if size > 2*c.limitBytes || (limit == 0 && n > 0) {
+				t.Fatalf("cache holds %d bytes of records and content, limit %d a generation", size, c.limitBytes)
+			}
+			if limit > 0 && round > 0 && n == 0 {
+				t.Fatal("the cache keeps nothing") // the bound holds trivially
 			}
 		}
 	}

@@ -108,8 +108,8 @@ func Open(path string, readOnly bool) (*Store, error) {
 }
 
 // SetDecodeCacheBytes bounds the cache of decoded message records: each of
-// its two generations holds up to n bytes of records, and the decoded
-// messages take about as much again; 0 keeps none (every read decodes).
+// its two generations holds up to n bytes, counting the decoded messages
+// with their records; 0 keeps none (every read decodes).
 // Call it before the store is used.
 func (s *Store) SetDecodeCacheBytes(n int) { s.decoded = newDecodeCache(n) }
 
