@@ -405,6 +405,7 @@ func TestCompactionsAreBounded(t *testing.T) {
 // API answers, refusals included, are neither sniffed nor cached: they
 // hold a tenant's content.
 func TestAnswersNotSniffedNorCached(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	ts.as(keyA).store("s", msg("user", "the vault is on the blue drive"))
 	for _, r := range []struct {

@@ -133,6 +133,7 @@ func checkServed(t *testing.T, dir string, want map[string]string) (lost int) {
 // message), and `ctxd verify` is clean; the verb run again completes and
 // the data is whole.
 func TestSIGKILLAdmin(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}

@@ -112,6 +112,7 @@ func killRounds(t *testing.T, def int) int {
 // present (as itself or in a summary's sources), a sample is searchable, and
 // the counters match the messages.
 func TestSIGKILLRounds(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}

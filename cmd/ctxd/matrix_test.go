@@ -277,6 +277,7 @@ func matrixCases() []matrixCase {
 // hold nothing acknowledged, is tolerated). Every acknowledged message the
 // damage did not destroy is served with its content.
 func TestCorruptionMatrix(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary once per damage case")
 	}

@@ -20,6 +20,7 @@ import (
 // compaction, idempotency and gateway ones). A subset, to keep `make test` short: the rest of the suite is
 // the same code above the memory.Store both backends pass the contract of.
 func TestCoreOnPostgres(t *testing.T) {
+	t.Parallel()
 	pgtest.DSN(t) // skips (or fails, in CI) here when there is no server
 	for _, c := range []struct {
 		name string

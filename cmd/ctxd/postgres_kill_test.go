@@ -20,6 +20,7 @@ import (
 // in B's answers (as itself or in a summary's sources), with the counters
 // matching the messages and a sample of A's found by B's search.
 func TestSIGKILLNodeOnPostgres(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
