@@ -55,6 +55,11 @@ func TestEditAndDeleteRefusals(t *testing.T) {
 		{"pin a cold message", "PATCH", "/v1/messages/" + source, `{"pinned": true}`, 409, "conflict", "recover it first"},
 		{"delete unknown id", "DELETE", "/v1/messages/01NOPE", nil, 404, "not_found", "01NOPE"},
 		{"delete group=maybe", "DELETE", "/v1/messages/" + u + "?group=maybe", nil, 400, "invalid_request", "group"},
+		// The pinned budget's rules: memory's TestPinnedBudget.
+		{"past the pinned budget", "POST", "/v1/sessions/r/messages", map[string]any{"messages": []any{map[string]any{"role": "assistant",
+			"pinned": true, "content": strings.Repeat("NOTE: deploy with make ship after the freeze. ", 40)}}}, 409, "conflict", "pinned budget"},
+		{"pinned_max_pct a string", "PUT", "/v1/sessions/r", `{"pinned_max_pct": "0.3"}`, 400, "invalid_request", "pinned_max_pct"},
+		{"pinned_max_pct over 1", "PUT", "/v1/sessions/r", `{"pinned_max_pct": 1.5}`, 400, "invalid_request", "pinned_max_pct"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
