@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -123,7 +124,7 @@ func TestEditMessageContent(t *testing.T) {
 	if d := until.Sub(ts.now()); d < 29*24*time.Hour || d > 31*24*time.Hour {
 		t.Fatalf("recoverable_until %v is not 30 days away", until)
 	}
-	if b, err := readColdFile(coldFile(dir, "e")); hasMirror(dir) && (err != nil || !strings.Contains(string(b), v) || !strings.Contains(string(b), `"version_of":"`+u)) {
+	if b, err := readColdFile(coldFile(dir, "e")); servertest.HasMirror(dir) && (err != nil || !strings.Contains(string(b), v) || !strings.Contains(string(b), `"version_of":"`+u)) {
 		t.Fatalf("cold mirror lacks the earlier version: %v %s", err, b)
 	}
 
@@ -250,7 +251,7 @@ func TestDeleteMessage(t *testing.T) {
 			}
 		}
 		b, err := readColdFile(coldFile(dir, "d"))
-		if !hasMirror(dir) {
+		if !servertest.HasMirror(dir) {
 			b, err = nil, nil // none on PostgreSQL
 		}
 		if err != nil || strings.Contains(string(b), cold) || strings.Contains(string(b), v) || strings.Contains(string(b), "locker code is 4471") {

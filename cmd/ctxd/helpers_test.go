@@ -45,7 +45,7 @@ func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer 
 	for _, f := range mutate {
 		f(&cfg)
 	}
-	pg := postgresFor(t, cfg.DataDir)
+	pg := servertest.PostgresFor(t, cfg.DataDir)
 	if pg != "" {
 		cfg.Store = pg
 	}
@@ -54,7 +54,7 @@ func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer 
 		t.Fatalf("start server: %v", err)
 	}
 	if pg != "" {
-		checkOnPostgres(t, cfg.DataDir)
+		servertest.CheckOnPostgres(t, cfg.DataDir)
 	}
 	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir, now: cfg.Clock}
 	t.Cleanup(func() { ts.Stop() })

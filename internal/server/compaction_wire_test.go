@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -70,7 +71,7 @@ func TestAutoCompactionUnderBudget(t *testing.T) {
 	if len(cold) == 0 {
 		t.Fatal("nothing cold")
 	}
-	if hasMirror(ts.Dir) {
+	if servertest.HasMirror(ts.Dir) {
 		mirror := readMirror(t, filepath.Join(ts.Dir, "cold", "default", "auto.jsonl.gz"))
 		inMirror := map[string]bool{}
 		for _, c := range mirror {

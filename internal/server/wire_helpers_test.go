@@ -47,7 +47,7 @@ func startServer(t testing.TB, dir string, mutate ...func(*server.Config)) *test
 	for _, f := range mutate {
 		f(&cfg)
 	}
-	pg := postgresFor(t, cfg.DataDir)
+	pg := servertest.PostgresFor(t, cfg.DataDir)
 	if pg != "" {
 		cfg.Store = pg
 	}
@@ -56,7 +56,7 @@ func startServer(t testing.TB, dir string, mutate ...func(*server.Config)) *test
 		t.Fatalf("start server: %v", err)
 	}
 	if pg != "" {
-		checkOnPostgres(t, cfg.DataDir)
+		servertest.CheckOnPostgres(t, cfg.DataDir)
 	}
 	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir, now: cfg.Clock}
 	t.Cleanup(ts.Stop)
