@@ -38,7 +38,7 @@ func TestAutoCompactionUnderBudget(t *testing.T) {
 	if compactions == 0 {
 		t.Fatal("no compaction ran")
 	}
-	checkReachable(t, ts, "auto", acked)
+	servertest.CheckReachable(t, ts.allMessages("auto"), acked)
 	if st := ts.session("auto"); st.Compactions < 1 || st.Summaries < 1 || st.Messages.Dropped < 1 {
 		t.Fatalf("status after compactions = %+v", st)
 	}
@@ -148,7 +148,7 @@ func TestCompactDryRunAndProtection(t *testing.T) {
 	if gone[ids[n-5]] != gone[ids[n-4]] {
 		t.Fatal("a tool call was separated from its result")
 	}
-	checkReachable(t, ts, "d", ids)
+	servertest.CheckReachable(t, ts.allMessages("d"), ids)
 }
 
 func TestRecoverAndFlush(t *testing.T) {
@@ -219,7 +219,7 @@ func TestRecoverAndFlush(t *testing.T) {
 	if pinned != 1 {
 		t.Fatalf("%d pinned notes", pinned)
 	}
-	checkReachable(t, ts, "f", acked)
+	servertest.CheckReachable(t, ts.allMessages("f"), acked)
 
 	// After the TTL the purge removes cold chunks from the store and the
 	// indexes, and logs them.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -158,7 +159,7 @@ func TestDeleteToolGroup(t *testing.T) {
 		ts.message(id)
 	}
 	w := ts.context("g", "", api.ContextIn{Prompt: "what is in /srv?"})
-	checkSequence(t, w.Messages)
+	servertest.CheckSequence(t, w.Messages)
 	if n := len(w.Messages); n != 2 {
 		t.Fatalf("window has %d messages, want the 2 left", n)
 	}

@@ -170,16 +170,7 @@ func (ts *testServer) search(in api.SearchIn) []api.SearchResult {
 // allMessages is every message of session, in every state, oldest first.
 func (ts *testServer) allMessages(session string) []api.Message {
 	ts.t.Helper()
-	var out []api.Message
-	cursor := ""
-	for {
-		var page api.MessageList
-		ts.call(200, "GET", "/v1/sessions/"+session+"/messages?state=all&limit=1000&cursor="+cursor, nil, &page)
-		out = append(out, page.Messages...)
-		if cursor = page.NextCursor; cursor == "" {
-			return out
-		}
-	}
+	return servertest.Messages(ts.t, ts.URL, ts.Header, session)
 }
 
 func (ts *testServer) cold(session, query string) []api.ColdChunk {
@@ -229,31 +220,6 @@ func readEvents(t *testing.T, path string) []api.Event {
 		out = append(out, m)
 	}
 	return out
-}
-
-// checkReachable asserts that every acknowledged id is retrievable, in the
-// window or cold, and a summarized one is listed in a summary's sources.
-func checkReachable(t *testing.T, ts *testServer, session string, acked []string) {
-	t.Helper()
-	byID := map[string]api.Message{}
-	sources := map[string]bool{}
-	for _, m := range ts.allMessages(session) {
-		byID[m.ID] = m
-		if m.Kind == "summary" {
-			for _, s := range m.Sources {
-				sources[s] = true
-			}
-		}
-	}
-	for _, id := range acked {
-		m, ok := byID[id]
-		if !ok {
-			t.Fatalf("acknowledged message %s is gone", id)
-		}
-		if m.State == memory.StateSummarized && !sources[id] {
-			t.Fatalf("summarized message %s is in no summary's sources", id)
-		}
-	}
 }
 
 // API keys of two tenants and of an admin, for startWithKeys.
@@ -333,26 +299,7 @@ func checkCounters(t *testing.T, ts *testServer, session string) []api.Message {
 		t.Fatal(err)
 	}
 	msgs := ts.allMessages(session)
-	st := ts.session(session)
-	var counts memory.Counts
-	summaries := 0
-	seen := map[string]bool{}
-	for _, m := range msgs {
-		if seen[m.ID] {
-			t.Fatalf("message %s listed twice", m.ID)
-		}
-		seen[m.ID] = true
-		counts.Add(m.State, 1)
-		if m.Kind == "summary" {
-			summaries++
-		}
-	}
-	if st.Messages != counts {
-		t.Fatalf("status says %+v, messages say %+v", st.Messages, counts)
-	}
-	if st.Summaries != summaries {
-		t.Fatalf("status says %v summaries, messages say %v", st.Summaries, summaries)
-	}
+	servertest.CheckCounters(t, ts.session(session), msgs)
 	return msgs
 }
 
@@ -364,29 +311,7 @@ func checkCounters(t *testing.T, ts *testServer, session string) []api.Message {
 func checkTotals(t *testing.T, ts *testServer, session string) ([]api.Message, int) {
 	t.Helper()
 	msgs := checkCounters(t, ts, session)
-	window, pinned := 0, 0
-	for _, m := range msgs {
-		if exact := messageTokens(t, m); m.Tokens != exact {
-			t.Fatalf("message %s says %d tokens, its content counts %d", m.ID, m.Tokens, exact)
-		}
-		if !m.State.InWindow() {
-			continue
-		}
-		window += m.Tokens
-		if m.Pinned || (m.Role == memory.RoleSystem && m.Kind != "summary") {
-			pinned += m.Tokens
-		}
-	}
-	if got := ts.session(session).Tokens; got != window {
-		t.Fatalf("session %s says %d tokens, its window's messages add up to %d", session, got, window)
-	}
-	return msgs, pinned
-}
-
-// messageTokens is the exact cost of one message.
-func messageTokens(t *testing.T, m api.Message) int {
-	t.Helper()
-	return recount(t, []api.WindowMessage{{Message: m}}, "") - memory.ReplyPriming
+	return msgs, servertest.CheckTokens(t, ts.session(session), msgs)
 }
 
 // chat stores n turns of chatter, alternating user and assistant, four to a
