@@ -32,7 +32,7 @@ func seedAdminKill(t *testing.T) *adminKillSeed {
 	writeBatches(ts, 0, 10, "", "")
 	for _, sess := range []string{"alpha", "beta", "gamma", "big"} {
 		for _, m := range allMessages(ts, sess) {
-			s.acked[m["id"].(string)] = m["content"].(string)
+			s.acked[m.ID] = m.Content
 		}
 	}
 	ts.Stop()

@@ -32,8 +32,8 @@ func seedMatrix(t *testing.T) *matrixSeed {
 	s.delta = ts.store("delta", msg("user", "the capybara naps"), msg("assistant", "the capybara wakes at noon"))
 	for _, sess := range []string{"alpha", "beta", "gamma", "delta"} {
 		for _, m := range allMessages(ts, sess) {
-			s.contents[m["id"].(string)] = m["content"].(string)
-			s.sessions[m["id"].(string)] = sess
+			s.contents[m.ID] = m.Content
+			s.sessions[m.ID] = sess
 		}
 	}
 	ts.Stop()

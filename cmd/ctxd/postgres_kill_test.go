@@ -110,7 +110,7 @@ func TestSIGKILLNodeOnPostgres(t *testing.T) {
 			}
 			found := false
 			for _, r := range nodeB.search(map[string]any{"query": word, "session_id": "crash", "mode": "text", "k": 3}) {
-				found = found || r["id"] == id
+				found = found || r.ID == id
 			}
 			if !found {
 				t.Fatalf("round %d: acknowledged message %s (%s) not found by B's search", round, id, word)
