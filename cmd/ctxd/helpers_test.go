@@ -146,9 +146,7 @@ func (ts *testServer) call(want int, method, path string, body, out any) {
 // message is GET /v1/messages/{id}.
 func (ts *testServer) message(id string) *api.Message {
 	ts.t.Helper()
-	var m api.Message
-	ts.call(200, "GET", "/v1/messages/"+id, nil, &m)
-	return &m
+	return servertest.Message(ts.t, ts.URL, ts.Header, id)
 }
 
 // window is POST /v1/sessions/{session}/context.

@@ -278,9 +278,7 @@ func (ts *testServer) events(stream, session string) []api.Event {
 
 func (ts *testServer) message(id string) *api.Message {
 	ts.t.Helper()
-	var m api.Message
-	ts.call(200, "GET", "/v1/messages/"+id, nil, &m)
-	return &m
+	return servertest.Message(ts.t, ts.URL, ts.Header, id)
 }
 
 func (ts *testServer) patch(id string, p any) *api.Message {

@@ -1,6 +1,7 @@
 package servertest
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -15,16 +16,27 @@ import (
 // (internal/server) and the process-level ones (cmd/ctxd, on a child
 // process as well as in process): answers decoded into the api types.
 
-// get decodes the answer to GET url into out, failing tb on any status but 200.
+// get decodes the answer to GET url into out, failing tb on any status but
+// 200, and on a field the api types lack: a contract the test would not see.
 func get(tb testing.TB, url string, header http.Header, out any) {
 	tb.Helper()
 	status, raw := Do(tb, "GET", url, header, nil)
 	if status != http.StatusOK {
 		tb.Fatalf("GET %s = %d: %s", url, status, raw)
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		tb.Fatalf("GET %s: %v: %s", url, err, raw)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		tb.Fatalf("GET %s: answer does not decode into %T: %v: %.300s", url, out, err, raw)
 	}
+}
+
+// Message is GET /v1/messages/{id} of the server at base.
+func Message(tb testing.TB, base string, header http.Header, id string) *api.Message {
+	tb.Helper()
+	var m api.Message
+	get(tb, base+"/v1/messages/"+id, header, &m)
+	return &m
 }
 
 // Messages is every message of session, in every state, oldest first, as
