@@ -94,12 +94,7 @@ func pinnedNote(i int) *memory.Message {
 }
 
 // chatter is filler in the shape of a real conversation turn.
-func chatter(i int) string {
-	topics := []string{"the weather was mild so we walked along the river", "lunch was a sandwich from the corner shop",
-		"the train ran late again this morning", "we talked about a film neither of us liked much",
-		"the garden needs watering after the dry week", "a neighbour is repainting their fence"}
-	return fmt.Sprintf("turn %d: %s, and then %s.", i, topics[i%len(topics)], topics[(i*7+3)%len(topics)])
-}
+var chatter = memorytest.Chatter
 
 // Pinned and system messages have a budget of their own: a write past it is
 // refused with what they use, the limit and how to free room, and stores

@@ -20,7 +20,9 @@ import (
 // in B's answers (as itself or in a summary's sources), with the counters
 // matching the messages and a sample of A's found by B's search.
 func TestSIGKILLNodeOnPostgres(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: its two rounds kill A at 200-1000 ms, and beside
+	// other tests on a busy machine too few writes land by then for the
+	// small session to compact ("no compaction ran").
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
@@ -181,12 +182,7 @@ func (ts *testServer) cold(session, query string) []api.ColdChunk {
 }
 
 // chatter is filler in the shape of a real conversation turn.
-func chatter(i int) string {
-	topics := []string{"the weather was mild so we walked along the river", "lunch was a sandwich from the corner shop",
-		"the train ran late again this morning", "we talked about a film neither of us liked much",
-		"the garden needs watering after the dry week", "a neighbour is repainting their fence"}
-	return fmt.Sprintf("turn %d: %s, and then %s.", i, topics[i%len(topics)], topics[(i*7+3)%len(topics)])
-}
+var chatter = memorytest.Chatter
 
 // turn is chatter(i) from the user on even turns, the assistant on odd.
 func turn(i int) api.MessageIn {
