@@ -41,6 +41,18 @@ func hashVec(seed string, dim int) []float32 {
 	return v
 }
 
+// alikeVec is a unit vector that shares a direction with every other
+// alikeVec of dim, as sentence vectors do: their scores against a query
+// lie close together, which is what makes a top n hard to bound.
+func alikeVec(seed string, dim int) []float32 {
+	common, v := hashVec("common", dim), hashVec(seed, dim)
+	for j := range v {
+		v[j] = 0.3*v[j] + common[j]
+	}
+	normalize(v)
+	return v
+}
+
 var t0 = time.Date(2023, 5, 7, 14, 30, 0, 0, time.UTC)
 
 func msg(tenant, session, id, content string, topic int) *memory.Message {

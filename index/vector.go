@@ -68,6 +68,7 @@ type collection struct {
 	scales []float32
 	l1s    []float32
 	src    []float32
+	invs   []float32            // normalize's factor of the rebuilt row (src >= 0), kept so that a rescore does not sum the row again
 	floats map[string][]float32 // normalised rows of vectors that are not int8 codes times a scale
 	states []memory.State
 	times  []int64 // created_at, Unix nanoseconds
@@ -117,6 +118,7 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 		c.scales = append(c.scales, 0)
 		c.l1s = append(c.l1s, 0)
 		c.src = append(c.src, 0)
+		c.invs = append(c.invs, 0)
 		c.states = append(c.states, "")
 		c.times = append(c.times, 0)
 		c.sums = append(c.sums, false)
@@ -137,9 +139,10 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 			c.tmp = make([]float32, c.dim)
 		}
 		row := c.tmp[:c.dim]
-		c.rebuild(codes, s, row)
-		c.src[i] = s
-		c.scales[i], c.l1s[i] = float32(float64(s)*normFactor(vec)), l1(row)
+		nf := normFactor(vec)
+		c.src[i], c.invs[i] = s, float32(nf)
+		c.rebuild(i, row)
+		c.scales[i], c.l1s[i] = float32(float64(s)*nf), l1(row)
 		c.hotPut(i)
 		return
 	}
@@ -157,21 +160,23 @@ func (c *collection) put(m *memory.Message, vec []float32) {
 // int8Rows off keeps every row as float32 (a test's reference).
 var int8Rows = true
 
-// rebuild writes into row the normalised vector of codes with scale s: the
+// rebuild writes into row the normalised vector of row i's codes: the
 // float32 vector the message came with (code*scale, as the store decodes
-// it), normalised as every row is.
-func (c *collection) rebuild(codes []int8, s float32, row []float32) {
-	for k, x := range codes {
-		row[k] = float32(x) * s
+// it), normalised as every row is, with normalize's arithmetic (each
+// element times its factor, invs[i], which is normFactor's). Summing the
+// row again for its norm was most of a rescore.
+func (c *collection) rebuild(i int, row []float32) {
+	s, inv := c.src[i], c.invs[i]
+	for k, x := range c.codes[i*c.dim : (i+1)*c.dim] {
+		row[k] = float32(float32(x)*s) * inv
 	}
-	normalize(row)
 }
 
 // exact returns row i's normalised float32 vector, in buf when it is
 // rebuilt from its codes. c.mu must be held.
 func (c *collection) exact(i int, buf []float32) []float32 {
-	if s := c.src[i]; s >= 0 {
-		c.rebuild(c.codes[i*c.dim:(i+1)*c.dim], s, buf)
+	if c.src[i] >= 0 {
+		c.rebuild(i, buf)
 		return buf
 	}
 	return c.floats[c.ids[i]]
@@ -196,14 +201,14 @@ func (c *collection) remove(id string) {
 		c.times[i] = c.times[last]
 		c.sums[i] = c.sums[last]
 		copy(c.codes[i*c.dim:(i+1)*c.dim], c.codes[last*c.dim:])
-		c.scales[i], c.l1s[i], c.src[i] = c.scales[last], c.l1s[last], c.src[last]
+		c.scales[i], c.l1s[i], c.src[i], c.invs[i] = c.scales[last], c.l1s[last], c.src[last], c.invs[last]
 		c.row[c.ids[i]] = i
 	}
 	delete(c.row, id)
 	delete(c.floats, id)
 	c.ids[last] = "" // let the string go
 	c.ids, c.states, c.times, c.sums = c.ids[:last], c.states[:last], c.times[:last], c.sums[:last]
-	c.scales, c.l1s, c.src = c.scales[:last], c.l1s[:last], c.src[:last]
+	c.scales, c.l1s, c.src, c.invs = c.scales[:last], c.l1s[:last], c.src[:last], c.invs[:last]
 	c.codes = c.codes[:last*c.dim]
 }
 
@@ -471,8 +476,9 @@ func byScoreThenID(a, b vectorCandidate) int {
 
 // scanBuf is a scan worker's scratch space, grown as needed.
 type scanBuf struct {
-	acc []int32
-	row []float32 // a row rebuilt from its codes
+	acc      []int32
+	row      []float32 // a row rebuilt from its codes
+	rescored int       // rows scored exactly after the int8 pass (tests read it)
 }
 
 // scanBufs holds the scratch space of scan workers, so that a search does
@@ -519,7 +525,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 	simd.DotRowsInt8(qq.codes, c.codes, acc)
 	for i, a := range acc {
 		if len(*h) == n {
-			approx, bound := qq.approx(a, c.scales[i], c.l1s[i])
+			approx, bound := qq.approx(a, c.scales[i], c.l1s[i], c.src[i] >= 0)
 			if approx+bound <= (*h)[0].score {
 				continue // cannot beat the worst kept
 			}
@@ -529,6 +535,7 @@ func (c *collection) scan(qv []float32, qq *quantQuery, f *vectorFilter, session
 		}
 		c.dot(qv, c.exact(i, buf.row[:c.dim]), exact[:], inOrder)
 		h.offer(c.ids[i], session, float64(exact[0]), n)
+		buf.rescored++
 	}
 }
 

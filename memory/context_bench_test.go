@@ -3,7 +3,9 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,12 +65,16 @@ func BenchmarkContextBySessionLength(b *testing.B) {
 			words := strings.Fields(corpus[n][(i*7919)%(n/2)])
 			prompt := "what about " + strings.Join(words[:min(6, len(words))], " ") + "?"
 			c0, t0 := processCPU(), time.Now()
-			if _, err := h.Context(ctx, fmt.Sprintf("s%d", n), memory.ContextRequest{Prompt: prompt, MaxTokens: 8000}); err != nil {
-				b.Fatal(err)
-			}
-			if err := h.Wait(ctx); err != nil { // background work a call started is its cost
-				b.Fatal(err)
-			}
+			// Labelled by session length: with -cpuprofile, pprof's
+			// -tagfocus size=10000 shows one length's calls alone.
+			pprof.Do(ctx, pprof.Labels("size", strconv.Itoa(n)), func(ctx context.Context) {
+				if _, err := h.Context(ctx, fmt.Sprintf("s%d", n), memory.ContextRequest{Prompt: prompt, MaxTokens: 8000}); err != nil {
+					b.Fatal(err)
+				}
+				if err := h.Wait(ctx); err != nil { // background work a call started is its cost
+					b.Fatal(err)
+				}
+			})
 			wall[n] = append(wall[n], time.Since(t0))
 			cpu[n] += processCPU() - c0
 		}
