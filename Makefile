@@ -61,9 +61,11 @@ test-agents:
 # A 1,000-step tool loop through the gateway against the fake model (LONG_STEPS steps): it must
 # complete within the window, and it logs the gateway's own time per call in the first and the last
 # quarter (the goal: at most 1.5x; the README has the last figure). 3 to 6 minutes.
+# LONG_PROFILE=/tmp/long writes the CPU profiles of the first and last quarter (/tmp/long-first.prof, -last.prof).
 LONG_STEPS ?= 1000
+LONG_PROFILE ?=
 test-long-session:
-	CTXD_LONG_SESSION=1 CTXD_LONG_STEPS=$(LONG_STEPS) $(GO) test -count=1 -timeout 60m -v -run '^TestGatewayLongSession$$' ./cmd/ctxd/
+	CTXD_LONG_SESSION=1 CTXD_LONG_STEPS=$(LONG_STEPS) CTXD_LONG_PROFILE=$(LONG_PROFILE) $(GO) test -count=1 -timeout 60m -v -run '^TestGatewayLongSession$$' ./cmd/ctxd/
 
 # Crash safety, run before a release: the corruption matrix (23 kinds of damage to the store, index,
 # vectors, cold mirror and logs) and the kill -9 tests with KILL_ROUNDS rounds each (CTXD_KILL_ROUNDS):

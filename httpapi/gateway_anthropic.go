@@ -75,11 +75,16 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 		f.origin = append(f.origin, -1)
 	}
 	upTo := 0 // history[:upTo] is the list's repeated elements (and the system prompt)
+	decoded := make([]*decodedMessage, len(req.Messages))
+	repeated := rep.decoded()
 	for i, rm := range req.Messages {
-		d, err := s.anthropicMessage(i, rm)
-		if err != nil {
+		d := (*decodedMessage)(nil)
+		if i < len(repeated) {
+			d = repeated[i] // sent before, byte for byte, and read then
+		} else if d, err = s.anthropicMessage(i, rm); err != nil {
 			return err
 		}
+		decoded[i] = d
 		msgs := d.msgs
 		f.thinking[i] = d.thinking
 		for _, m := range msgs {
@@ -94,6 +99,7 @@ func (s *Server) anthropicMessages(c echo.Context) error {
 			upTo = len(history)
 		}
 	}
+	rep.keep(decoded)
 	window, err := contextWindow(c, req.Model)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ctxd/ctxd/memory"
 	"github.com/go-json-experiment/json/jsontext"
@@ -124,8 +125,8 @@ func splitRepeat(body []byte, list string, lists *listCache) (raw map[string]jso
 								return splitRepeat(body, list, nil)
 							}
 							lists.resumed.Add(1)
-							elems, rep.call = listed(body, start, starts, ends, list, lists)
-							rep.of, rep.k = seen.id, k
+							elems, rep.self = listed(body, start, starts, ends, list, lists)
+							rep.seen, rep.k = seen, k
 							return raw, elems, rep, true
 						}
 					}
@@ -159,42 +160,64 @@ func splitRepeat(body []byte, list string, lists *listCache) (raw map[string]jso
 	if ends == nil {
 		return raw, nil, rep, true
 	}
-	elems, rep.call = listed(body, start, starts, ends, list, lists)
+	elems, rep.self = listed(body, start, starts, ends, list, lists)
 	return raw, elems, rep, true
 }
 
 // listed answers the list's elements as slices of body, and records the
-// list in lists for the next call, under the id it answers (0: not
+// list in lists for the next call, answering the record (nil: not
 // recorded).
-func listed(body []byte, start int, starts, ends []int, list string, lists *listCache) ([]json.RawMessage, uint64) {
+func listed(body []byte, start int, starts, ends []int, list string, lists *listCache) ([]json.RawMessage, *seenList) {
 	elems := make([]json.RawMessage, len(ends))
 	for i, e := range ends {
 		elems[i] = body[starts[i]:e:e]
 	}
-	var id uint64
-	if len(ends) >= keyed && lists != nil {
-		id = listIDs.Add(1)
-		lists.put(listKey(list, body[start:ends[keyed-1]]), &seenList{body: body, start: start, starts: starts, ends: ends, id: id})
+	if len(ends) < keyed || lists == nil {
+		return elems, nil
 	}
-	return elems, id
+	l := &seenList{body: body, start: start, starts: starts, ends: ends, id: listIDs.Add(1)}
+	lists.put(listKey(list, body[start:ends[keyed-1]]), l)
+	return elems, l
 }
 
-// listRepeat says that a call's list (recorded as call; 0: not) repeats
-// the first k elements of the recent call of (0: none) byte for byte.
+// listRepeat says that a call's list (recorded as self; nil: not) repeats
+// the first k elements of the recent call seen's (nil: none) byte for byte.
 type listRepeat struct {
-	call, of uint64
-	k        int
+	self, seen *seenList
+	k          int
+}
+
+// decoded answers what the repeated elements decoded to in the recent
+// call (nil: not known; the caller decodes them).
+func (rep listRepeat) decoded() []*decodedMessage {
+	if rep.seen == nil || rep.k == 0 {
+		return nil
+	}
+	if d := rep.seen.decoded.Load(); d != nil && len(*d) >= rep.k {
+		return (*d)[:rep.k]
+	}
+	return nil
+}
+
+// keep records what the call's elements decoded to, for the next call.
+func (rep listRepeat) keep(decoded []*decodedMessage) {
+	if rep.self != nil {
+		rep.self.decoded.Store(&decoded)
+	}
 }
 
 // history is rep in the terms of the call's history: elements [0, k)
 // turned into history[:upTo], whose messages that are not standing system
 // messages the memory layer counts (see memory.HistoryRepeat).
 func (rep listRepeat) history(history []*memory.Message, upTo int) memory.HistoryRepeat {
-	r := memory.HistoryRepeat{Call: rep.call}
-	if rep.of == 0 || rep.k == 0 {
+	var r memory.HistoryRepeat
+	if rep.self != nil {
+		r.Call = rep.self.id
+	}
+	if rep.seen == nil || rep.k == 0 {
 		return r
 	}
-	r.Of = rep.of
+	r.Of = rep.seen.id
 	for _, m := range history[:upTo] {
 		if !m.IsStandingSystem() {
 			r.N++
@@ -211,6 +234,9 @@ type decodedCache struct {
 	mu      sync.Mutex
 	entries map[uint64]*decodedMessage
 	size    int
+	// lookups counts the messages looked up: those a recent call of the
+	// same conversation sent too are not (see listRepeat.decoded).
+	lookups atomic.Int64
 }
 
 // decodedMessage is one client message, decoded.
@@ -229,6 +255,7 @@ var decodedSeed = maphash.MakeSeed()
 
 // get answers what raw decoded to, as copies the caller may change.
 func (c *decodedCache) get(raw []byte) (*decodedMessage, bool) {
+	c.lookups.Add(1)
 	c.mu.Lock()
 	d := c.entries[maphash.Bytes(decodedSeed, raw)]
 	c.mu.Unlock()

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -106,7 +109,7 @@ func TestSplitModelCallRepeatedHistory(t *testing.T) {
 		return "[" + strings.Join(parts, ",") + "]"
 	}
 	var lists listCache
-	var last uint64 // the id of the last call recorded
+	var last *seenList // the last call recorded
 	for _, c := range []struct {
 		body   string
 		resume bool // read from where the last call's history stopped repeating
@@ -133,11 +136,83 @@ func TestSplitModelCallRepeatedHistory(t *testing.T) {
 			t.Errorf("%.60s...: resumed %d times, want %v", c.body, n, c.resume)
 		}
 		// what the gateway is told repeats the last recorded call
-		if c.resume && (rep.of != last || rep.k != c.k) || !c.resume && rep.of != 0 {
-			t.Errorf("%.60s...: repeats %d elements of call %d, want %d of %d", c.body, rep.k, rep.of, c.k, last)
+		if c.resume && (rep.seen != last || rep.k != c.k) || !c.resume && rep.seen != nil {
+			t.Errorf("%.60s...: repeats %d elements of call %p, want %d of %p", c.body, rep.k, rep.seen, c.k, last)
 		}
-		if rep.call != 0 {
-			last = rep.call
+		if rep.self != nil {
+			last = rep.self
 		}
+	}
+}
+
+// A call whose history repeats the conversation's last call takes the
+// repeated messages as that call decoded them: only the new ones are
+// looked up or decoded, in both wire formats, and the upstream is sent
+// what a server that decodes every message sends.
+func TestGatewayRepeatDecodedOnce(t *testing.T) {
+	var sent []string // the upstream's requests, in order
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		sent = append(sent, string(b))
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/messages") {
+			_, _ = w.Write([]byte(`{"type":"message","role":"assistant","content":[{"type":"text","text":"done"}],"usage":{"input_tokens":100}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"done"}}],"usage":{"prompt_tokens":100}}`))
+	}))
+	t.Cleanup(up.Close)
+	testServer(t)
+	opts := Options{Logger: shared.srv.opts.Logger, Gateway: GatewayOptions{OpenAI: Upstream{URL: up.URL}, Anthropic: Upstream{URL: up.URL}}}
+	// the messages each call looks up: the first call all of them, each
+	// next one those after the last call's history (a list of one, under
+	// the two its record is found by, is not recorded)
+	for _, format := range []struct {
+		path, system, turn string
+		lookups            []int64
+	}{
+		{"/v1/chat/completions", `{"role":"system","content":"You are a coding agent."},`, `{"role":"%s","content":"turn %d"}`, []int64{2, 2, 2, 2}},
+		{"/v1/messages", "", `{"role":"%s","content":[{"type":"text","text":"turn %d"}]}`, []int64{1, 3, 2, 2}},
+	} {
+		t.Run(format.path, func(t *testing.T) {
+			play := func(s *Server, session string, fresh bool) (lookups []int64) {
+				var msgs []string
+				for call := range 4 {
+					for len(msgs) < 2*call+1 {
+						msgs = append(msgs, fmt.Sprintf(format.turn, []string{"user", "assistant"}[len(msgs)%2], len(msgs)))
+					}
+					body := `{"model":"m","max_tokens":500,"messages":[` + format.system + strings.Join(msgs, ",") + `]}`
+					if fresh {
+						s = New(shared.svc, opts) // no recent call to take messages from
+					}
+					before := s.decodedOpenAI.lookups.Load() + s.decodedAnthropic.lookups.Load()
+					req := httptest.NewRequest("POST", format.path, strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set(SessionHeader, session)
+					req.Header.Set("X-Ctxd-Context-Window", "16000")
+					rec := httptest.NewRecorder()
+					s.Handler().ServeHTTP(rec, req)
+					if rec.Code != 200 {
+						t.Fatalf("call %d: %d %s", call+1, rec.Code, rec.Body)
+					}
+					lookups = append(lookups, s.decodedOpenAI.lookups.Load()+s.decodedAnthropic.lookups.Load()-before)
+				}
+				return lookups
+			}
+			name := "repeat-decoded" + strings.ReplaceAll(format.path, "/", "-")
+			sent = nil
+			lookups := play(New(shared.svc, opts), name, false)
+			withRepeat := sent
+			sent = nil
+			play(nil, name+"-fresh", true)
+			if !slices.Equal(lookups, format.lookups) {
+				t.Errorf("messages looked up per call: %v, want %v", lookups, format.lookups)
+			}
+			for i := range withRepeat {
+				if got, want := strings.ReplaceAll(withRepeat[i], name, "S"), strings.ReplaceAll(sent[i], name+"-fresh", "S"); got != want {
+					t.Errorf("call %d sent upstream\n%s\nwhere a server decoding every message sent\n%s", i+1, got, want)
+				}
+			}
+		})
 	}
 }

@@ -28,6 +28,11 @@ type seenList struct {
 	starts []int
 	ends   []int
 	id     uint64 // the call's, unique in the process
+	// decoded is what the call's elements decoded to, one per element, set
+	// once its handler has read them all (nil before): the next call of
+	// the conversation takes its repeated elements from here, without
+	// hashing, comparing or decoding them again.
+	decoded atomic.Pointer[[]*decodedMessage]
 }
 
 // bytes is the list from its '[' to the end of its first k elements.

@@ -37,12 +37,18 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	}
 	req.Messages = messages
 	history := make([]*memory.Message, 0, len(req.Messages))
+	decoded := make([]*decodedMessage, len(req.Messages))
+	repeated := rep.decoded()
 	system, firstUser := "", ""
 	for i, rm := range req.Messages {
-		m, err := s.openaiMessage(i, rm)
-		if err != nil {
+		d := (*decodedMessage)(nil)
+		if i < len(repeated) {
+			d = repeated[i] // sent before, byte for byte, and read then
+		} else if d, err = s.openaiMessage(i, rm); err != nil {
 			return err
 		}
+		decoded[i] = d
+		m := d.msgs[0]
 		switch {
 		case m.Role == memory.RoleSystem && system == "":
 			system = m.Content
@@ -51,6 +57,7 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		}
 		history = append(history, m)
 	}
+	rep.keep(decoded)
 	window, err := contextWindow(c, req.Model)
 	if err != nil {
 		return err
@@ -75,9 +82,9 @@ func (s *Server) chatCompletions(c echo.Context) error {
 
 // openaiMessage reads client message i: from what it decoded to when the
 // client sent it before (see decodedCache), else decoded.
-func (s *Server) openaiMessage(i int, rm json.RawMessage) (*memory.Message, error) {
+func (s *Server) openaiMessage(i int, rm json.RawMessage) (*decodedMessage, error) {
 	if d, ok := s.decodedOpenAI.get(rm); ok {
-		return d.msgs[0], nil
+		return d, nil
 	}
 	var om openaiMessage
 	if err := json.Unmarshal(rm, &om); err != nil {
@@ -93,7 +100,7 @@ func (s *Server) openaiMessage(i int, rm json.RawMessage) (*memory.Message, erro
 	}
 	m := &memory.Message{Role: role, Content: text, Name: om.Name, ToolCallID: om.ToolCallID, ToolCalls: om.ToolCalls}
 	s.decodedOpenAI.put(rm, []*memory.Message{m}, false)
-	return m, nil
+	return &decodedMessage{msgs: []*memory.Message{m}}, nil
 }
 
 // openaiFormat speaks Chat Completions for one request.

@@ -248,6 +248,8 @@ func shortHash(s string) string {
 type GatewayRequest struct {
 	Session string
 	// History is the client's messages, oldest first, as it sent them.
+	// Prepare does not change them: an adapter may give the same messages
+	// to later calls that resend them.
 	History []*Message
 	// ContextWindow is the model's window in tokens; 0: the session's.
 	ContextWindow int

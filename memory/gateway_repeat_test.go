@@ -3,6 +3,9 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,5 +127,36 @@ func TestGatewayRepeatOfAnotherCallReadsWhole(t *testing.T) {
 	}
 	if _, err := h.Store.Session(ctx, "t", "new"); memory.ErrorCode(err) != memory.ENOTFOUND {
 		t.Fatalf("a refused call left its session behind (%v)", err)
+	}
+}
+
+// Prepare leaves the client's messages as the adapter gave them, whether
+// it stores them, matches them or supersedes what they replace: the
+// adapter gives the same decoded messages to the next call that resends
+// them, and a message stored by one call (its id, counts and vector set)
+// would reach the next as another.
+func TestGatewayPrepareLeavesHistoryAsSent(t *testing.T) {
+	g := memory.NewGateway(memorytest.Open(t).Service)
+	ctx := memory.NewContextWithTenant(context.Background(), "t")
+	history := []*memory.Message{{Role: memory.RoleSystem, Content: "You are a coding agent."},
+		{Role: memory.RoleUser, Content: "read the parser", Metadata: map[string]any{"k": "v"}},
+		{Role: memory.RoleAssistant, ToolCalls: []memory.ToolCall{{ID: "c1", Type: "function",
+			Function: memory.FunctionCall{Name: "read", Arguments: `{"path":"parse.go"}`}}}},
+		{Role: memory.RoleTool, ToolCallID: "c1", Content: "package parse"}}
+	for call, h := range [][]*memory.Message{history, history, {history[0], {Role: memory.RoleUser, Content: "something else"}}} {
+		sent := make([]memory.Message, len(h))
+		for i, m := range h {
+			sent[i] = *m
+			sent[i].ToolCalls = slices.Clone(m.ToolCalls)
+			sent[i].Metadata = maps.Clone(m.Metadata)
+		}
+		if _, err := g.Prepare(ctx, memory.GatewayRequest{Session: "s", History: h, ContextWindow: 3000, Reserve: 500}); err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range h {
+			if !reflect.DeepEqual(*m, sent[i]) {
+				t.Errorf("call %d changed history[%d]:\n%+v\nwas sent as\n%+v", call+1, i, *m, sent[i])
+			}
+		}
 	}
 }

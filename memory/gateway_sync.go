@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,7 +258,7 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 		n := min(len(fresh), g.s.Limits.MaxMessagesPerCall)
 		batch := make([]*Message, n)
 		for j, i := range fresh[:n] {
-			batch[j] = req.History[i]
+			batch[j] = storedCopy(req.History[i])
 		}
 		res, err := g.s.Append(ctx, req.Session, batch)
 		if err != nil {
@@ -283,6 +284,18 @@ func (g *Gateway) sync(ctx context.Context, tenant string, req GatewayRequest, o
 		out.syncedAt = next.version
 	}
 	return client, nil
+}
+
+// storedCopy is a copy of a client message for Append, which sets its id,
+// state, counts and vector: the request's History stays as the adapter
+// gave it, and an adapter may give the same messages to its next calls
+// (an agent resends its history; decoding it again on every call made each
+// call cost what the session had grown to).
+func storedCopy(m *Message) *Message {
+	c := *m
+	c.ToolCalls = slices.Clone(m.ToolCalls)
+	c.Metadata = maps.Clone(m.Metadata)
+	return &c
 }
 
 // sameTurn reports whether a resent client message is the stored one:

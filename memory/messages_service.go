@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,32 +141,61 @@ func ValidateMessages(msgs []*Message, lim Limits) error {
 // validateMessagesFrom is ValidateMessages for msgs whose first known
 // messages that are not standing system messages were validated before
 // (HistoryRepeat): those are not again, but for results answering a call
-// twice, which is checked across all.
+// twice, which is checked across all. The known part is read only back
+// from a new result whose call is not among the new messages, to that
+// call: a bookkeeping of every call and result cost each call of an agent
+// what its history had grown to.
 func validateMessagesFrom(msgs []*Message, known int, lim Limits) error {
-	answered := map[string]int{} // call id: the result's index, -1 while none
-	seen := 0                    // messages not standing system messages so far
+	from := len(msgs) // the first message past the known ones
+	seen := 0         // messages not standing system messages so far
 	for i, m := range msgs {
 		standing := m.IsStandingSystem()
 		if !standing {
 			seen++
+		}
+		if !standing && seen > known && from == len(msgs) {
+			from = i
 		}
 		if standing || seen > known {
 			if err := m.Validate(i, lim); err != nil {
 				return err
 			}
 		}
+	}
+	answered := map[string]int{} // call id: the result's index, -1 while none
+	for i := from; i < len(msgs); i++ {
+		m := msgs[i]
 		for _, tc := range m.ToolCalls {
 			answered[tc.ID] = -1
 		}
 		if m.Role != RoleTool || m.ToolCallID == "" {
 			continue
 		}
-		if j, ok := answered[m.ToolCallID]; ok && j >= 0 {
+		j, ok := answered[m.ToolCallID]
+		if !ok {
+			j = answeredBefore(msgs[:from], m.ToolCallID)
+		}
+		if j >= 0 {
 			return Errorf(EINVALID, "messages[%d].tool_call_id: call %q is answered by messages[%d] already; send one result per call", i, m.ToolCallID, j)
 		}
 		answered[m.ToolCallID] = i
 	}
 	return nil
+}
+
+// answeredBefore answers the index of the result with the call id that
+// follows the latest call with it in msgs (-1: none).
+func answeredBefore(msgs []*Message, id string) int {
+	for j := len(msgs) - 1; j >= 0; j-- {
+		m := msgs[j]
+		if slices.ContainsFunc(m.ToolCalls, func(tc ToolCall) bool { return tc.ID == id }) {
+			return -1
+		}
+		if m.Role == RoleTool && m.ToolCallID == id {
+			return j
+		}
+	}
+	return -1
 }
 
 // answerLookback bounds how far back a write's tool result is checked

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,9 +69,33 @@ func TestGatewayLongSession(t *testing.T) {
 	var body bytes.Buffer
 	var gateway []time.Duration // the gateway's own time, per call
 	bodyBytes := 0
+	// CTXD_LONG_PROFILE=prefix writes the process's CPU profile of the
+	// first and of the last quarter of the steps (prefix-first.prof,
+	// prefix-last.prof): what grows between them is what to look at.
+	profile := os.Getenv("CTXD_LONG_PROFILE")
+	quarter := func(name string) func() {
+		if profile == "" {
+			return func() {}
+		}
+		f, err := os.Create(profile + "-" + name + ".prof")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		return sync.OnceFunc(func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	stopProfile := quarter("first")
 	// A step the model asks again (its window showed an older result
 	// last) costs a call: a tenth more calls are allowed, and counted.
 	for call := 1; call <= steps+1+steps/10; call++ {
+		switch call {
+		case steps/4 + 1:
+			stopProfile()
+		case steps - steps/4 + 1:
+			stopProfile = quarter("last")
+		}
 		body.Reset()
 		body.WriteString(`{"max_tokens":2000,"messages":[`)
 		body.Write(history.Bytes())
@@ -111,6 +137,7 @@ func TestGatewayLongSession(t *testing.T) {
 		add(map[string]any{"role": "tool", "tool_call_id": id,
 			"content": fmt.Sprintf("%s\nstep %d: %s", task.Marker(k), k, strings.Repeat("ok ", 40))})
 	}
+	stopProfile()
 	s := model.Stats()
 	comp := 0
 	for _, raw := range ts.mustDo(200, "GET", "/v1/sessions", nil)["sessions"].([]any) {
