@@ -3,6 +3,7 @@ package memory
 import "testing"
 
 func TestBudgetStates(t *testing.T) {
+	t.Parallel()
 	b := DefaultPolicy.Budget() // trigger .5, hard limit .85, flush 4000 tokens before the trigger
 	for _, c := range []struct {
 		tokens, window int

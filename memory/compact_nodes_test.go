@@ -31,6 +31,7 @@ func (h *hookSummarizer) Summarize(ctx context.Context, req memory.SummaryReques
 // overwrote the summary the other wrote, leaving that one's originals
 // summarized in no summary's sources (TestSIGKILLNodeOnPostgres saw it).
 func TestCompactionRacingAnotherNode(t *testing.T) {
+	t.Parallel()
 	var hs *hookSummarizer
 	h := memorytest.Open(t, func(s *memory.Service) {
 		s.SharedStore = true

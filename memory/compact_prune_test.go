@@ -7,6 +7,7 @@ import (
 )
 
 func TestToolCaps(t *testing.T) {
+	t.Parallel()
 	msg := func(role Role, tokens int) *Message { return &Message{Role: role, Tokens: tokens} }
 	for _, tc := range []struct {
 		name  string
@@ -39,6 +40,7 @@ func TestToolCaps(t *testing.T) {
 }
 
 func TestPruneLevel(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		costs     PruneCosts
@@ -62,6 +64,7 @@ func TestPruneLevel(t *testing.T) {
 }
 
 func TestSalientLines(t *testing.T) {
+	t.Parallel()
 	text := strings.Join([]string{
 		"total 12",
 		"drwxr-xr-x  2 root root 4096 .",
@@ -101,6 +104,7 @@ func TestSalientLines(t *testing.T) {
 }
 
 func TestSplitSections(t *testing.T) {
+	t.Parallel()
 	m := &Message{Content: "a" + sectionSep + "b" + sectionSep + "c", Sources: []string{"1", "2", "3", "4"},
 		Metadata: map[string]any{metaSections: "1,2,1"}}
 	secs, sizes := splitSections(m)

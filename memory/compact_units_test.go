@@ -6,6 +6,7 @@ import "testing"
 // each other) is left out of the call's unit, so no window sends it; the
 // call with its first result stays whole.
 func TestGroupUnitsSecondResultApart(t *testing.T) {
+	t.Parallel()
 	call := &Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Type: "function"}}}
 	first := &Message{Role: RoleTool, ToolCallID: "c1", Content: "first"}
 	second := &Message{Role: RoleTool, ToolCallID: "c1", Content: "second"}

@@ -20,6 +20,7 @@ func (w recordingWaiter) Wait() func() {
 // tells its Waiter before it waits and after (so the HTTP server lets its
 // work slot go meanwhile); one that does not wait tells nothing.
 func TestWaiterToldOfWaits(t *testing.T) {
+	t.Parallel()
 	s := &Service{}
 	w := recordingWaiter{waits: make(chan struct{}, 1), resumed: make(chan struct{}, 1)}
 	ctx := NewContextWithWaiter(context.Background(), w)

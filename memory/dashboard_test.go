@@ -12,6 +12,7 @@ import (
 )
 
 func TestContextPreviewChangesNothing(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t, memorytest.WithEvents(t))
 	ctx := context.Background()
 	h.Compacted(t, ctx, "s")
@@ -71,6 +72,7 @@ func TestContextPreviewChangesNothing(t *testing.T) {
 }
 
 func TestQuerySessions(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := memory.NewContextWithTenant(context.Background(), "t1")
 	// 23 sessions with 1..23 messages: tokens grow with the number.
@@ -165,6 +167,7 @@ func TestQuerySessions(t *testing.T) {
 }
 
 func TestSessionHistoryAndTuning(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t, memorytest.WithEvents(t))
 	ctx := memory.NewContextWithTenant(context.Background(), "t1")
 	h.Compacted(t, ctx, "s")
@@ -250,6 +253,7 @@ func TestSessionHistoryAndTuning(t *testing.T) {
 }
 
 func TestHistoryWithoutEventLog(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	if _, err := h.SessionHistory(context.Background(), "s"); memory.ErrorCode(err) != memory.EUNAVAILABLE {
 		t.Fatalf("history without a log: %v, want unavailable", err)

@@ -6,6 +6,7 @@ import "testing"
 // maxDeferredBytes is not deferred, until the index holds the earlier ones.
 // A session's and a tenant's last deferred change are what reads wait for.
 func TestPendingWritesBoundedByBytes(t *testing.T) {
+	t.Parallel()
 	var p pendingWrites
 	half := maxDeferredBytes / 2
 	if !p.note("t", "a", 10, 0, half) || !p.note("t", "b", 20, 0, half) {

@@ -30,6 +30,7 @@ func (e *enteredIndex) Apply(ctx context.Context, b memory.IndexBatch) error {
 // index (one small Bleve batch per request); without the search's wait the
 // search answered from an index without the message.
 func TestAppendDefersIndexSearchStillSeesIt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ix := &enteredIndex{gatedIndex: gatedIndex{gate: make(chan struct{})}, entered: make(chan struct{})}
 	h := memorytest.Open(t, func(s *memory.Service) {

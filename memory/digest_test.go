@@ -13,6 +13,7 @@ import (
 // equal a count of the whole text, in every encoding, for lines that end in
 // punctuation, start with '/', hold digits, CJK or emoji.
 func TestDigestCostIsExact(t *testing.T) {
+	t.Parallel()
 	tok := tokenizer.New()
 	pool := []string{
 		"/usr/lib/python3.11/site-packages/foo/bar.py:12: in test_parse_config",

@@ -21,6 +21,7 @@ import (
 //     recent outputs are protected) holds the next until the window grows,
 //     instead of compacting again on every write.
 func TestObedientAgentLongRun(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("150 steps")
 	}
@@ -134,6 +135,7 @@ func TestObedientAgentLongRun(t *testing.T) {
 // says so and holds automatic compactions until the window has grown a
 // band; past the hard limit nothing waits.
 func TestCompactionThatFreesNothingHolds(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	window := 16000

@@ -28,6 +28,7 @@ func (g *gatedIndex) Apply(ctx context.Context, b memory.IndexBatch) error {
 // what another node wrote. Without it the search answered at once, and
 // without the write.
 func TestSharedStoreReadsCatchUp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	gated := &gatedIndex{gate: make(chan struct{})}
 	h := memorytest.Open(t, func(s *memory.Service) {

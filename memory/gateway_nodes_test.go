@@ -13,6 +13,7 @@ import (
 // builds the session's next window with. Kept only by A, B built it at 1
 // and overfilled the provider's window.
 func TestGatewayCalibrationSharedByNodes(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t, func(s *memory.Service) { s.SharedStore = true })
 	a, b := memory.NewGateway(h.Service), memory.NewGateway(h.Service)
 	ctx := memory.NewContextWithTenant(context.Background(), "t")

@@ -61,6 +61,7 @@ func repeatSession(t *testing.T, g *memory.Gateway, hints bool) (windows []strin
 // a set), and builds the same windows, storing and superseding the same
 // messages, as a call that reads the whole history.
 func TestGatewayRepeatedHistoryReadOnce(t *testing.T) {
+	t.Parallel()
 	whole, wholeMatched := repeatSession(t, memory.NewGateway(memorytest.Open(t).Service), false)
 	told, toldMatched := repeatSession(t, memory.NewGateway(memorytest.Open(t).Service), true)
 	for i := range whole {
@@ -90,6 +91,7 @@ func TestGatewayRepeatedHistoryReadOnce(t *testing.T) {
 // stale or foreign call id, or a claim made for a call that never came,
 // reads the whole history, and refuses a bad message in it.
 func TestGatewayRepeatOfAnotherCallReadsWhole(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	g := memory.NewGateway(h.Service)
 	ctx := memory.NewContextWithTenant(context.Background(), "t")

@@ -12,6 +12,7 @@ import (
 )
 
 func TestGatewaySessionID(t *testing.T) {
+	t.Parallel()
 	hashed := memory.GatewaySessionID("", "", "be terse", "first question")
 	for _, tc := range []struct {
 		name                             string
@@ -57,6 +58,7 @@ func TestGatewaySessionID(t *testing.T) {
 }
 
 func TestGatewayModelWindow(t *testing.T) {
+	t.Parallel()
 	for model, want := range map[string]int{"gpt-4o-mini-2024-07-18": 128_000, "gpt-4-turbo": 128_000, "gpt-4-0613": 8_192,
 		"gpt-4.1-mini": 1_047_576, "claude-sonnet-4-5": 200_000, "o4-mini": 200_000} {
 		if got, ok := memory.ModelWindow(model); !ok || got != want {
@@ -72,6 +74,7 @@ func TestGatewayModelWindow(t *testing.T) {
 // sessions does not keep one for each forever, and a calibration still
 // takes after the table started over.
 func TestGatewayCalibrationsBounded(t *testing.T) {
+	t.Parallel()
 	g := memory.NewGateway(&memory.Service{})
 	ctx := memory.NewContextWithTenant(context.Background(), "t")
 	for i := range memory.MaxRatios + 10 {
@@ -89,6 +92,7 @@ func TestGatewayCalibrationsBounded(t *testing.T) {
 // report brings a ratio only a quarter of the way down: one window ctxd
 // over-counted reset the ratio to 1, and the next overfilled.
 func TestGatewayCalibrationRatio(t *testing.T) {
+	t.Parallel()
 	g := memory.NewGateway(&memory.Service{})
 	ctx := memory.NewContextWithTenant(context.Background(), "t")
 	r := 1.3 * 1.05
@@ -115,6 +119,7 @@ func TestGatewayCalibrationRatio(t *testing.T) {
 // notes were stored after it: counted again as a prompt, it took its size
 // twice from the budget, and the next calibration reset.
 func TestGatewayNotesDoNotRecountTheInput(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := memory.NewContextWithTenant(context.Background(), "t")
 	g := memory.NewGateway(h.Service)
@@ -139,6 +144,7 @@ func TestGatewayNotesDoNotRecountTheInput(t *testing.T) {
 // results are the ones their call ids name, so nothing is superseded and
 // only the new messages are stored.
 func TestGatewayClearedToolOutputsMatch(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := memory.NewContextWithTenant(context.Background(), "t")
 	g := memory.NewGateway(h.Service)
@@ -173,6 +179,7 @@ func TestGatewayClearedToolOutputsMatch(t *testing.T) {
 // any other write: an answer it stored is matched, and a message deleted
 // through the API is no longer.
 func TestGatewayIncrementalMatching(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := memory.NewContextWithTenant(context.Background(), "t")
 	g := memory.NewGateway(h.Service)
@@ -213,6 +220,7 @@ func TestGatewayIncrementalMatching(t *testing.T) {
 // does not make ctxd store its history again; a real edit, or an edit of
 // the newest message (the user's new question), still diverges.
 func TestGatewaySlightEditsMatch(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := memory.NewContextWithTenant(context.Background(), "t")
 	g := memory.NewGateway(h.Service)
@@ -250,6 +258,7 @@ func TestGatewaySlightEditsMatch(t *testing.T) {
 // waits for it. Told on the answer's write, the next write compacted at
 // once and the gateway's flush turn never ran.
 func TestGatewayFlushDueAfterAnAnswerCrossed(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := memory.NewContextWithTenant(context.Background(), "t")
 	g := memory.NewGateway(h.Service)

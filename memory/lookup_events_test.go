@@ -17,6 +17,7 @@ func tenantCtx(tenant string) context.Context {
 }
 
 func TestMessageByIDIsScopedToTheTenant(t *testing.T) {
+	t.Parallel()
 	store, err := boltstore.Open(filepath.Join(t.TempDir(), "ctxd.db"), false)
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +60,7 @@ func TestMessageByIDIsScopedToTheTenant(t *testing.T) {
 }
 
 func TestTailEventsSeesOnlyTheCallersTenant(t *testing.T) {
+	t.Parallel()
 	log, err := eventlog.Open(t.TempDir(), eventlog.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,7 @@ func windowIDs(res *memory.ContextResult) map[string]memory.WindowMessage {
 // under the hard limit, the window holds the turn cut head + tail with a
 // marker naming the original, and the original stays whole.
 func TestOversizedToolResultIsCutNotLost(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	window := 2000
@@ -102,6 +103,7 @@ func TestOversizedToolResultIsCutNotLost(t *testing.T) {
 // none could be offered), the session keeps one live summary, no context
 // call fails, and an early fact stays recoverable.
 func TestLongToolLoopConverges(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("300 steps")
 	}
@@ -261,6 +263,7 @@ func BenchmarkLoopContext(b *testing.B) {
 // The prompt an agent in a loop sends is the input it just stored: it is
 // counted once, as that message; another prompt is counted on its own.
 func TestPromptStoredIsCountedOnce(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	out := codeOutput(1, 30)

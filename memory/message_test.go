@@ -14,6 +14,7 @@ func call(id, typ, name, args string) memory.ToolCall {
 
 // Every text field of a message refuses NULs and invalid UTF-8.
 func TestValidateRefusesBadText(t *testing.T) {
+	t.Parallel()
 	good := func() *memory.Message {
 		return &memory.Message{Role: memory.RoleAssistant, Content: "ok", ToolCalls: []memory.ToolCall{call("c1", "function", "ls", "{}")}}
 	}
@@ -43,6 +44,7 @@ func TestValidateRefusesBadText(t *testing.T) {
 
 // created_at must be writable as RFC 3339 once stored in UTC.
 func TestValidateCreatedAt(t *testing.T) {
+	t.Parallel()
 	for at, ok := range map[string]bool{
 		"2026-01-02T15:04:05Z":      true,
 		"0001-01-01T00:00:00Z":      true, // the zero time: "now"
@@ -71,6 +73,7 @@ func TestValidateCreatedAt(t *testing.T) {
 // A call id names one call of a message, whether the message holds a few
 // calls or many.
 func TestValidateRefusesRepeatedCallIDs(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{2, 20} {
 		var calls []memory.ToolCall
 		for i := range n {

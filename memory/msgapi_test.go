@@ -74,6 +74,7 @@ func userMsgs(texts ...string) []*memory.Message {
 }
 
 func TestIdempotentWriteDecidedInTheTransaction(t *testing.T) {
+	t.Parallel()
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	svc, _ := openService(t, clk, func(st *boltstore.Store) memory.Store { return blindStore{st} })
 	ctx := context.Background()
@@ -109,6 +110,7 @@ func TestIdempotentWriteDecidedInTheTransaction(t *testing.T) {
 
 // Keys are forgotten after WriteKeyTTL: the same key then stores anew.
 func TestWriteKeysExpire(t *testing.T) {
+	t.Parallel()
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	svc, _ := openService(t, clk, nil)
 	ctx := context.Background()
@@ -136,6 +138,7 @@ func TestWriteKeysExpire(t *testing.T) {
 // write that needs it counts it from the messages, and the store keeps it
 // exact from then on.
 func TestPinnedTotalOfAnOlderSession(t *testing.T) {
+	t.Parallel()
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	svc, st := openService(t, clk, nil)
 	ctx := context.Background()
@@ -201,6 +204,7 @@ func storeEdited(t *testing.T, svc *memory.Service) (string, *memory.EditResult)
 }
 
 func TestPurgeForgetsEarlierVersions(t *testing.T) {
+	t.Parallel()
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	svc, _ := openService(t, clk, nil)
 	ctx := context.Background()
@@ -229,6 +233,7 @@ func TestPurgeForgetsEarlierVersions(t *testing.T) {
 // summary_deleted), not summarized by a message that is gone; the
 // harness's Cleanup checks every summarized original has its live summary.
 func TestDeleteSummaryReleasesItsSources(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	window := 2000

@@ -15,6 +15,7 @@ import (
 // over 16 KiB), counts it whole when it is not stored, once when it is, and
 // refuses only what no message could hold.
 func TestLongPromptAccepted(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	long := codeOutput(7, 500) // ~45 KB
@@ -59,6 +60,7 @@ func TestLongPromptAccepted(t *testing.T) {
 // A note the agent pins between its input and the context call does not
 // make the input any less the newest: it is counted once.
 func TestInputBeforeNoteCountedOnce(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	out := codeOutput(1, 60)
@@ -78,6 +80,7 @@ func TestInputBeforeNoteCountedOnce(t *testing.T) {
 // not need to rank (the README's demo session fits whole; a tool loop's
 // recent steps): it showed zeros for all of them.
 func TestExplainScoresEveryMessage(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	mustAppend(t, h, "demo", &memory.Message{Role: memory.RoleSystem, Content: "You are a deployment assistant.", Pinned: true},

@@ -8,6 +8,7 @@ import (
 
 // A long prompt ranks by its head and its tail, cut at rune boundaries.
 func TestQueryPart(t *testing.T) {
+	t.Parallel()
 	short := strings.Repeat("a", 2*promptPartBytes)
 	if got := queryPart(short); got != short {
 		t.Fatalf("a prompt of %d bytes was cut to %d", len(short), len(got))

@@ -14,6 +14,7 @@ import (
 // restarted more often never purged, and expired originals stayed readable
 // and recoverable.
 func TestRetentionAtStartAndRecover(t *testing.T) {
+	t.Parallel()
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	svc, _ := openService(t, clk, nil)
 	ctx := context.Background()
@@ -46,6 +47,7 @@ func TestRetentionAtStartAndRecover(t *testing.T) {
 // its retention is not found by id, not listed, not searched and not
 // recovered, though the store still holds it until the next purge.
 func TestExpiredIsUnreadableBeforeThePurge(t *testing.T) {
+	t.Parallel()
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	svc, st := openService(t, clk, nil)
 	ctx := context.Background()

@@ -108,6 +108,7 @@ func agentSession(t *testing.T, h *memorytest.Harness, session string, turns int
 // search with the later question finds the output in the top 10 about as
 // often as text search does: it found 7 of 20 where text found 17.
 func TestSearchAgentSessionPlantedFacts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := memorytest.Open(t)
 	window := 5_000_000 // the whole session stays in the window: this is about search

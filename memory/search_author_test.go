@@ -14,6 +14,7 @@ import (
 // changes nothing, and a result without an author keeps its score.
 // Names match as whole words in a row, in any case, possessive or not.
 func TestWeighAuthors(t *testing.T) {
+	t.Parallel()
 	pool := func() []SearchResult {
 		return []SearchResult{
 			{Message: &Message{ID: "a", Name: "Ana Lima"}, Score: 1},
@@ -56,6 +57,7 @@ func TestWeighAuthors(t *testing.T) {
 // best k are those that a bonus given to every result that states a time
 // would choose, with the same scores.
 func TestWhenBonusBestK(t *testing.T) {
+	t.Parallel()
 	texts := []string{"we met yesterday", "the harbour was lovely", "two years ago it rained", "bread and olives"}
 	pool := func() []SearchResult {
 		res := make([]SearchResult, 40)

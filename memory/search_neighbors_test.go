@@ -9,6 +9,7 @@ import (
 // quarter of that of the turns two away, from their scores in the index (not
 // from what their own neighbours gave them); farther turns give nothing.
 func TestNeighbourScoresByDistance(t *testing.T) {
+	t.Parallel()
 	res := []SearchResult{
 		{Message: &Message{ID: "q", SessionID: "s", Seq: 10}, Score: 1},
 		{Message: &Message{ID: "next", SessionID: "s", Seq: 11}, Score: 0.2},

@@ -24,6 +24,7 @@ func toolTurn(i int, command, output string) []*memory.Message {
 // they filled the hybrid results after the one message that has the
 // number. Such a query is ranked by its text.
 func TestSearchUnknownWordsIgnoreEmptyMessages(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := memorytest.Open(t)
 	var msgs []*memory.Message
@@ -60,6 +61,7 @@ func TestSearchUnknownWordsIgnoreEmptyMessages(t *testing.T) {
 // the answer to a matched question ranks above turns that share a word of
 // it, and says so in NeighborScore.
 func TestSearchNeighbourTurnsRank(t *testing.T) {
+	t.Parallel()
 	msgs := chat(
 		"This week was long, the garden needed water every day.",
 		"Sounds like a busy week.",
@@ -84,6 +86,7 @@ func TestSearchNeighbourTurnsRank(t *testing.T) {
 // speaker's answer above the other speaker's turn that shares more of its
 // words, names included.
 func TestSearchNamedAuthorFirst(t *testing.T) {
+	t.Parallel()
 	turn := func(name, text string) *memory.Message {
 		role := memory.RoleUser
 		if name == "Bruno" {
@@ -139,6 +142,7 @@ func searchChat(t *testing.T, msgs []*memory.Message, query string, k int) []mem
 // that matches its words as well but says no time, and says so in
 // WhenScore; a question that does not ask when adds nothing.
 func TestSearchWhenStatesTime(t *testing.T) {
+	t.Parallel()
 	msgs := chat(
 		"Moving to Porto was a good move, the harbour is lovely.",
 		"The pastries alone are worth it.",

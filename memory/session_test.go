@@ -11,6 +11,7 @@ import (
 // A session's metadata has a message's limits: it comes back in every
 // status and listing.
 func TestSessionUpdateMetadataLimits(t *testing.T) {
+	t.Parallel()
 	keys := func(n, valueLen int) map[string]any {
 		md := map[string]any{}
 		for i := range n {
@@ -43,6 +44,7 @@ func TestSessionUpdateMetadataLimits(t *testing.T) {
 // recoverable_for_days far enough out made every compaction of the session
 // fail: recoverable_until past year 9999 cannot be stored.
 func TestSessionUpdateRecoverableForDays(t *testing.T) {
+	t.Parallel()
 	for days, code := range map[int]string{1: "", 30: "", memory.MaxRecoverableForDays: "", memory.MaxRecoverableForDays + 1: memory.EINVALID, 3_000_000: memory.EINVALID, 1 << 62: memory.EINVALID} {
 		err := memory.SessionUpdate{Policy: &memory.PolicyOverrides{RecoverableForDays: &days}}.Validate()
 		if memory.ErrorCode(err) != code {
@@ -54,6 +56,7 @@ func TestSessionUpdateRecoverableForDays(t *testing.T) {
 // Weights whose sum overflows left scoring with no usable weight: every
 // compaction of the session failed.
 func TestSessionUpdateWeights(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		w    float64
 		code string

@@ -15,6 +15,7 @@ import (
 // window repeats everything before the block, and the working window does
 // not change under it.
 func TestChatWindowRecallsBeforeTheNewestInput(t *testing.T) {
+	t.Parallel()
 	h, w := askCompacted(t, 0)
 	ctx := context.Background()
 	n := len(w.Messages)
@@ -74,6 +75,7 @@ func TestChatWindowRecallsBeforeTheNewestInput(t *testing.T) {
 // cold storage, and the next call keeps the cut, so its window repeats the
 // stable part exactly.
 func TestChatWindowCutsALargeWorkingWindow(t *testing.T) {
+	t.Parallel()
 	const budget = 400
 	h, w := askCompacted(t, budget)
 	ctx := context.Background()

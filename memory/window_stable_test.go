@@ -57,6 +57,7 @@ func loopSession(t *testing.T, h *memorytest.Harness, id string) {
 // StablePrefix to the messages that still lead it (system prompt, task),
 // and leaves room to grow for the calls after it.
 func TestLoopWindowKeepsItsPrefixBetweenRebuilds(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	loopSession(t, h, "s")
@@ -120,6 +121,7 @@ func TestLoopWindowKeepsItsPrefixBetweenRebuilds(t *testing.T) {
 // A message the stable part shows that is edited rebuilds the window: the
 // frozen layout never shows stale text.
 func TestLoopWindowRebuiltAfterAnEdit(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	loopSession(t, h, "s")
@@ -156,6 +158,7 @@ func TestLoopWindowRebuiltAfterAnEdit(t *testing.T) {
 // recall block just before the question, which stays the last message;
 // the window's messages before the block repeat the previous window.
 func TestRecallBlockAnswersAQuestionInAToolLoop(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	loopSession(t, h, "s")
@@ -213,6 +216,7 @@ func TestRecallBlockAnswersAQuestionInAToolLoop(t *testing.T) {
 // An agent's step that names what an old output held (not in the window)
 // brings that output's line back before the step's results.
 func TestRecallBlockForTheAgentsOwnNames(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	loopSession(t, h, "s")
@@ -244,6 +248,7 @@ func TestRecallBlockForTheAgentsOwnNames(t *testing.T) {
 // The gateway's window carries the window builder's StablePrefix, where the
 // adapters put the provider's cache breakpoint.
 func TestGatewayWindowCarriesStablePrefix(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	g := memory.NewGateway(h.Service)
 	history := []*memory.Message{{Role: memory.RoleSystem, Content: "You are a coding agent."},
@@ -265,6 +270,7 @@ func TestGatewayWindowCarriesStablePrefix(t *testing.T) {
 // In a session longer than the tail's reach (the newest 384 messages), a
 // user's question still brings back the early output that answers it.
 func TestRecallBlockBeyondTheTailsReach(t *testing.T) {
+	t.Parallel()
 	h := memorytest.Open(t)
 	ctx := context.Background()
 	loopSession(t, h, "s")

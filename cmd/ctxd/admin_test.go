@@ -97,7 +97,7 @@ func answers(t *testing.T, ts *testServer) string {
 			t.Fatalf("search %v found nothing: a comparison of empty answers proves nothing", q)
 		}
 		for _, r := range res {
-			ids = append(ids, fmt.Sprintf("%s:%.4f", r["id"], r["score"]))
+			ids = append(ids, fmt.Sprintf("%s:%.4f", r.ID, r.Score))
 		}
 		fmt.Fprintln(&b, q, ids)
 	}

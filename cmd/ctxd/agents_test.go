@@ -185,8 +185,8 @@ func (a *agentRun) compactions() int {
 		c, _ := s["compactions"].(float64)
 		n += int(c)
 		if os.Getenv("CTXD_AGENT_DEBUG") == "1" {
-			for _, m := range sessionMessages(a.ts, s["id"].(string)) {
-				a.t.Logf("  %v %v tokens %v state %v: %.80q", m["role"], m["kind"], m["tokens"], m["state"], fmt.Sprint(m["content"]))
+			for _, m := range allMessages(a.ts, s["id"].(string)) {
+				a.t.Logf("  %v %v tokens %v state %v: %.80q", m.Role, m.Kind, m.Tokens, m.State, m.Content)
 			}
 		}
 		a.t.Logf("session %v: window %v, tokens %v, messages %v, summaries %v, compactions %v",

@@ -130,7 +130,7 @@ func TestTenantIsolationPerRoute(t *testing.T) {
 		for _, req := range []map[string]any{{"query": "marmalade"}, {"query": "pineapple", "session_id": "aonly"},
 			{"query": "marmalade", "sessions": []string{"shared", "aonly"}}, {"query": "alpha", "mode": "vector"}} {
 			for _, r := range b.search(req) {
-				if strings.Contains(r["content"].(string), "alpha") {
+				if strings.Contains(r.Content, "alpha") {
 					t.Errorf("search %v found another tenant's message %v", req, r)
 				}
 			}
@@ -405,6 +405,7 @@ func TestCompactionsAreBounded(t *testing.T) {
 // API answers, refusals included, are neither sniffed nor cached: they
 // hold a tenant's content.
 func TestAnswersNotSniffedNorCached(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	ts.as(keyA).store("s", msg("user", "the vault is on the blue drive"))
 	for _, r := range []struct {

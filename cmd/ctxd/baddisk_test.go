@@ -34,6 +34,7 @@ func remount(t *testing.T, dir, opts string) {
 // A full disk answers 503 with a clear message, never 500, and loses no
 // acknowledged write: after the disk grows, everything acknowledged is there.
 func TestFullDisk(t *testing.T) {
+	t.Parallel()
 	// 16 MB fill in ~110 calls of 100 messages: compressed records (with
 	// the race detector's slow zstd) took 230 calls to fill 32 MB.
 	dir := tmpfs(t, "16m")
@@ -82,6 +83,7 @@ func TestFullDisk(t *testing.T) {
 
 // A read-only data dir fails at start with a message that says so.
 func TestReadOnlyDataDir(t *testing.T) {
+	t.Parallel()
 	dir := tmpfs(t, "64m")
 	ts := startServer(t, dir)
 	ts.store("s", msg("user", "written before the disk went read-only"))
@@ -106,6 +108,7 @@ func TestReadOnlyDataDir(t *testing.T) {
 // A cold mirror file cut mid-line (a crash, a bad disk) does not stop the
 // server; the next compaction appends cleanly after the torn bytes.
 func TestTruncatedColdFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ts.mustDo(200, "PUT", "/v1/sessions/c", map[string]any{"context_window": 1500})
@@ -155,6 +158,7 @@ func fillDisk(t *testing.T, dir string) {
 // page for the delete's transaction and DELETE answered 503. After a
 // restart, what was not deleted is all there.
 func TestDeleteOnTrulyFullDisk(t *testing.T) {
+	t.Parallel()
 	dir := tmpfs(t, "32m")
 	ts := startServer(t, dir)
 	var keep []string

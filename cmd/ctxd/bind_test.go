@@ -14,6 +14,7 @@ import (
 // `ctxd serve` on a port in use fails before it creates, opens or indexes
 // the data dir.
 func TestServeBindsFirst(t *testing.T) {
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,7 @@ func coldChunks(ts *testServer, session string) []map[string]any {
 }
 
 func TestCLICompactColdDropsRecoverLogs(t *testing.T) {
+	t.Parallel()
 	setPageSize(t, 2)
 	ts := startServer(t, t.TempDir())
 	fillToCompact(t, ts, "work")

@@ -10,6 +10,7 @@ import (
 // its calls; `context --dry-run` looks without recovering anything, where
 // `context` brings the relevant cold message back.
 func TestCLIShowsWhatMatters(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, t.TempDir())
 	long := strings.Repeat("The deploy checklist covers the usual steps for every service. ", 6) +
 		"The zanzibar cluster's failover drill happens on the first of the month."

@@ -346,6 +346,7 @@ func deleteURL(url string) (int, error) {
 // good (verify failed after a clean stop, restore-cold could not bring it
 // back).
 func TestRecoveredKeepsMirrorLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	cold := compactCold(t, ts, "s", "walrus")
@@ -376,6 +377,7 @@ func TestRecoveredKeepsMirrorLine(t *testing.T) {
 // 500). Once the mirror is writable again the server writes what is
 // missing, removes the deleted session's file, and is ready again.
 func TestUnwritableMirrorNotReady(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	compactCold(t, ts, "gone", "capybara")

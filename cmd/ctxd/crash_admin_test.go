@@ -32,7 +32,7 @@ func seedAdminKill(t *testing.T) *adminKillSeed {
 	writeBatches(ts, 0, 10, "", "")
 	for _, sess := range []string{"alpha", "beta", "gamma", "big"} {
 		for _, m := range allMessages(ts, sess) {
-			s.acked[m["id"].(string)] = m["content"].(string)
+			s.acked[m.ID] = m.Content
 		}
 	}
 	ts.Stop()
@@ -133,6 +133,7 @@ func checkServed(t *testing.T, dir string, want map[string]string) (lost int) {
 // message), and `ctxd verify` is clean; the verb run again completes and
 // the data is whole.
 func TestSIGKILLAdmin(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}

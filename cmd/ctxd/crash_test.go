@@ -112,6 +112,7 @@ func killRounds(t *testing.T, def int) int {
 // present (as itself or in a summary's sources), a sample is searchable, and
 // the counters match the messages.
 func TestSIGKILLRounds(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
@@ -206,7 +207,7 @@ func checkAfterCrash(t *testing.T, ts *testServer, acked map[string][]string, wo
 		word := words[id]
 		found := false
 		for _, r := range ts.search(map[string]any{"query": word, "session_id": "crash", "mode": "text", "k": 3}) {
-			found = found || r["id"] == id
+			found = found || r.ID == id
 		}
 		if !found {
 			t.Fatalf("acknowledged message %s (%s) not searchable after restart", id, word)

@@ -153,6 +153,7 @@ func populatedDir(t *testing.T, delta ...map[string]any) (string, []string) {
 // data_damaged naming it, and serves everything else; `verify` (which
 // only reads) reports it by id and exits 1.
 func TestDamagedRecordNamed(t *testing.T) {
+	t.Parallel()
 	dir, ids := populatedDir(t, msg("user", "the capybara naps"), msg("assistant", "the capybara wakes at noon"))
 	off, n := recordOffset(t, dir, ids[1])
 	damageByte(t, dir, off+n-3)
@@ -199,6 +200,7 @@ func TestDamagedRecordNamed(t *testing.T) {
 // verify without --repair changes nothing in the data dir, even a corrupt
 // or missing index, which it reports; --repair then rebuilds it.
 func TestVerifyOnlyReads(t *testing.T) {
+	t.Parallel()
 	dir, _ := populatedDir(t)
 	cases := []struct {
 		name   string
@@ -239,6 +241,7 @@ func TestVerifyOnlyReads(t *testing.T) {
 // panic, and changes nothing; the server that opens such a store answers
 // what touches the page with a JSON 5xx and keeps answering the rest.
 func TestCorruptStorePageReported(t *testing.T) {
+	t.Parallel()
 	dir, ids := populatedDir(t, msg("user", "the capybara naps"))
 	off, _ := recordOffset(t, dir, ids[0])
 	// The header of the leaf page that holds the record: its id, flags

@@ -5,6 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/server/servertest"
+	"github.com/ctxd/ctxd/memory"
 )
 
 // A tool result may be empty (a command that printed nothing): it is
@@ -20,9 +24,8 @@ func TestEmptyToolResults(t *testing.T) {
 			map[string]any{"id": "mk", "function": map[string]any{"name": "mkdir", "arguments": `{"path":"build"}`}}}},
 		map[string]any{"role": "tool", "tool_call_id": "mk", "content": ""},
 		msg("assistant", "Created build/."))
-	empty := ts.mustDo(200, "GET", "/v1/messages/"+ids[2], nil)
-	if empty["content"] != "" || empty["role"] != "tool" {
-		t.Fatalf("empty tool result = %v", empty)
+	if empty := ts.message(ids[2]); empty.Content != "" || empty.Role != memory.RoleTool {
+		t.Fatalf("empty tool result = %+v", empty)
 	}
 	checkTotals(t, ts, "t")
 	for _, role := range []string{"user", "assistant", "system"} {
@@ -34,31 +37,30 @@ func TestEmptyToolResults(t *testing.T) {
 	for _, mode := range []string{"hybrid", "text", "vector"} {
 		ts.search(map[string]any{"query": "make the build directory", "session_id": "t", "mode": mode})
 	}
-	w := ts.mustDo(200, "POST", "/v1/sessions/t/context", map[string]any{"prompt": "did mkdir work?"})
-	checkSequence(t, w["messages"].([]any))
-	if got := w["messages"].([]any)[2].(map[string]any); got["content"] != "" || got["tool_call_id"] != "mk" {
-		t.Fatalf("window's third message = %v", got)
+	w := ts.window("t", map[string]any{"prompt": "did mkdir work?"})
+	servertest.CheckSequence(t, w.Messages)
+	if got := w.Messages[2]; got.Content != "" || got.ToolCallID != "mk" {
+		t.Fatalf("window's third message = %+v", got)
 	}
 
 	// Many silent commands: compactions summarize and drop them.
 	for i := range 40 {
 		ts.store("t", append([]map[string]any{msg("user", chatter(i))}, toolTurn(i, "")...)...)
 	}
-	st := ts.mustDo(200, "GET", "/v1/sessions/t", nil)
-	if st["compactions"].(float64) < 1 || st["summaries"].(float64) < 1 {
-		t.Fatalf("no compaction with summaries: %v", st)
+	if st := servertest.Status(t, ts.URL, ts.Header, "t"); st.Compactions < 1 || st.Summaries < 1 {
+		t.Fatalf("no compaction with summaries: %+v", st)
 	}
 	coldEmpty := 0
 	for _, m := range allMessages(ts, "t") {
-		if m["role"] == "tool" && m["content"] == "" && m["state"] != "active" {
+		if m.Role == memory.RoleTool && m.Content == "" && m.State != memory.StateActive {
 			coldEmpty++
 		}
 	}
 	if coldEmpty == 0 {
 		t.Fatal("no empty tool result went cold")
 	}
-	w = ts.mustDo(200, "POST", "/v1/sessions/t/context", map[string]any{"prompt": "which directories were made?", "max_tokens": 800})
-	checkSequence(t, w["messages"].([]any))
+	w = ts.window("t", map[string]any{"prompt": "which directories were made?", "max_tokens": 800})
+	servertest.CheckSequence(t, w.Messages)
 	ts.mustDo(200, "PATCH", "/v1/messages/"+ids[2], map[string]any{"content": "mkdir: created directory 'build'"})
 	ts.mustDo(200, "PATCH", "/v1/messages/"+ids[2], map[string]any{"content": ""})
 	checkTotals(t, ts, "t")
@@ -115,7 +117,13 @@ func TestContextOpenAIFormat(t *testing.T) {
 		}
 	}
 	// What is sent costs what the answer says.
-	if got := recount(t, msgs, req["prompt"].(string)); got != int(plain["tokens"].(float64)) {
+	var chat api.ContextChat
+	ts.call(200, "POST", "/v1/sessions/o/context?format=openai", req, &chat)
+	var sent []api.WindowMessage
+	for _, m := range chat.Messages {
+		sent = append(sent, api.WindowMessage{Message: api.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}})
+	}
+	if got := servertest.Recount(t, sent, req["prompt"].(string)); got != chat.Tokens || got != int(plain["tokens"].(float64)) {
 		t.Fatalf("the openai messages count %d tokens, the answer says %v", got, plain["tokens"])
 	}
 	body := map[string]any{"prompt": req["prompt"], "max_tokens": 2000, "format": "openai", "explain": true}

@@ -157,8 +157,8 @@ func TestGatewayNodeSDKs(t *testing.T) {
 	for _, s := range sessions {
 		id := s.(map[string]any)["id"].(string)
 		var contents []string
-		for _, m := range sessionMessages(ts, id) {
-			contents = append(contents, fmt.Sprint(m["content"]))
+		for _, m := range allMessages(ts, id) {
+			contents = append(contents, m.Content)
 		}
 		if strings.Join(contents, "|") == "hello from node|hi node|now stream|streamed from upstream" {
 			found = true

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxd/ctxd/internal/benchsample"
 	"github.com/ctxd/ctxd/internal/fakemodel"
+	"github.com/ctxd/ctxd/memory"
 	"github.com/ctxd/ctxd/tokenizer"
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -118,8 +119,8 @@ func TestGatewayReplayAgentRuns(t *testing.T) {
 			}
 		}
 		stored := 0
-		for _, m := range sessionMessages(ts, "replay-"+strconv.Itoa(run)) {
-			if m["kind"] != "summary" {
+		for _, m := range allMessages(ts, "replay-"+strconv.Itoa(run)) {
+			if m.Kind != memory.KindSummary {
 				stored++
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
 )
@@ -45,7 +47,7 @@ func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer 
 	for _, f := range mutate {
 		f(&cfg)
 	}
-	pg := postgresFor(t, cfg.DataDir)
+	pg := servertest.PostgresFor(t, cfg.DataDir)
 	if pg != "" {
 		cfg.Store = pg
 	}
@@ -54,7 +56,7 @@ func startServer(t testing.TB, dir string, mutate ...func(*Config)) *testServer 
 		t.Fatalf("start server: %v", err)
 	}
 	if pg != "" {
-		checkOnPostgres(t, cfg.DataDir)
+		servertest.CheckOnPostgres(t, cfg.DataDir)
 	}
 	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir, now: cfg.Clock}
 	t.Cleanup(func() { ts.Stop() })
@@ -122,6 +124,39 @@ func (ts *testServer) mustDo(want int, method, path string, body any) map[string
 	return r.Body
 }
 
+// call sends a request, fails the test unless the answer's status is want,
+// and decodes the answer into out (when not nil), refusing unknown fields:
+// a field the api types lack is a contract the test would not see.
+func (ts *testServer) call(want int, method, path string, body, out any) {
+	ts.t.Helper()
+	r := ts.do(method, path, body)
+	if r.Status != want {
+		ts.t.Fatalf("%s %s = %d, want %d: %s", method, path, r.Status, want, r.Raw)
+	}
+	if out == nil {
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.Raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		ts.t.Fatalf("%s %s: answer does not decode into %T: %v: %.300s", method, path, out, err, r.Raw)
+	}
+}
+
+// message is GET /v1/messages/{id}.
+func (ts *testServer) message(id string) *api.Message {
+	ts.t.Helper()
+	return servertest.Message(ts.t, ts.URL, ts.Header, id)
+}
+
+// window is POST /v1/sessions/{session}/context.
+func (ts *testServer) window(session string, in any) *api.Context {
+	ts.t.Helper()
+	var w api.Context
+	ts.call(200, "POST", "/v1/sessions/"+session+"/context", in, &w)
+	return &w
+}
+
 func msg(role, content string) map[string]any {
 	return map[string]any{"role": role, "content": content}
 }
@@ -136,20 +171,17 @@ func (ts *testServer) store(session string, msgs ...map[string]any) []string {
 	return ids
 }
 
-func (ts *testServer) search(req map[string]any) []map[string]any {
+func (ts *testServer) search(req map[string]any) []api.SearchResult {
 	ts.t.Helper()
-	body := ts.mustDo(200, "POST", "/v1/search", req)
-	var out []map[string]any
-	for _, r := range body["results"].([]any) {
-		out = append(out, r.(map[string]any))
-	}
-	return out
+	var out api.SearchOut
+	ts.call(200, "POST", "/v1/search", req, &out)
+	return out.Results
 }
 
-func idsOf(results []map[string]any) []string {
+func idsOf(results []api.SearchResult) []string {
 	var out []string
 	for _, r := range results {
-		out = append(out, r["id"].(string))
+		out = append(out, r.ID)
 	}
 	return out
 }

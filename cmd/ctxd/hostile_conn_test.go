@@ -244,6 +244,7 @@ func TestBodyBytesInFlight(t *testing.T) {
 // never sending them, took the whole default budget (16 MiB), and every
 // authenticated write answered 503 until the read timeout.
 func TestUnauthenticatedBodiesTakeNoBudget(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	for range 2 {
 		c := rawConn(t, ts, 30*time.Second)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/memory"
 )
 
 // hostileCase is one bad (or barely valid) request and what it must answer.
@@ -52,13 +54,13 @@ func seedHostile(t *testing.T, ts *testServer) hostileSeed {
 	var seed hostileSeed
 	seed.otherID = other[0]
 	for _, m := range allMessages(ts, "s") {
-		switch m["state"] {
-		case "dropped", "summarized":
-			if seed.coldID == "" && m["kind"] != "summary" {
-				seed.coldID = m["id"].(string)
+		switch m.State {
+		case memory.StateDropped, memory.StateSummarized:
+			if seed.coldID == "" && m.Kind != memory.KindSummary {
+				seed.coldID = m.ID
 			}
-		case "active":
-			seed.activeID = m["id"].(string)
+		case memory.StateActive:
+			seed.activeID = m.ID
 		}
 	}
 	if seed.coldID == "" || seed.activeID == "" {

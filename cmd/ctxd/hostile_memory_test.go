@@ -31,6 +31,7 @@ const largeWriteRSSBound = 800 << 20
 // hard limit and compacts before it is answered: the test's settings are
 // the defaults, so that compaction is measured too.
 func TestLargeWritesRSS(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("64 MB of writes to the real binary")
 	}

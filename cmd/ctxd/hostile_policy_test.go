@@ -46,6 +46,7 @@ func TestHostilePolicyExtremes(t *testing.T) {
 	}
 	for i, row := range rows {
 		t.Run(fmt.Sprint(row), func(t *testing.T) {
+			t.Parallel() // a session each, on the one server
 			id := fmt.Sprintf("p%d", i)
 			row["context_window"] = 1000
 			put := hostileDo(t, ts, "PUT", "/v1/sessions/"+id, row, nil)

@@ -9,11 +9,15 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/server/servertest"
+	"github.com/ctxd/ctxd/memory"
 )
 
 // checkCounters asserts the session status agrees with its messages: counts
 // per state, summaries, and no id twice.
-func checkCounters(t *testing.T, ts *testServer, session string) []map[string]any {
+func checkCounters(t *testing.T, ts *testServer, session string) []api.Message {
 	t.Helper()
 	// Background compactions may still run (queued behind the compaction
 	// bound): wait for them in process; a child process's are read on both
@@ -23,39 +27,17 @@ func checkCounters(t *testing.T, ts *testServer, session string) []map[string]an
 			t.Fatal(err)
 		}
 	}
-	var msgs []map[string]any
-	var st map[string]any
+	var msgs []api.Message
+	var st *memory.Status
 	for range 100 {
 		msgs = allMessages(ts, session)
-		st = ts.mustDo(200, "GET", "/v1/sessions/"+session, nil)
+		st = servertest.Status(t, ts.URL, ts.Header, session)
 		if fmt.Sprint(allMessages(ts, session)) == fmt.Sprint(msgs) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	counts := map[string]float64{}
-	summaries := 0.0
-	seen := map[string]bool{}
-	for _, m := range msgs {
-		id := m["id"].(string)
-		if seen[id] {
-			t.Fatalf("message %s listed twice", id)
-		}
-		seen[id] = true
-		counts[m["state"].(string)]++
-		if m["kind"] == "summary" {
-			summaries++
-		}
-	}
-	sc := st["messages"].(map[string]any)
-	for _, state := range []string{"active", "summarized", "dropped", "recovered"} {
-		if sc[state].(float64) != counts[state] {
-			t.Fatalf("status says %v %s, messages say %v", sc[state], state, counts[state])
-		}
-	}
-	if st["summaries"].(float64) != summaries {
-		t.Fatalf("status says %v summaries, messages say %v", st["summaries"], summaries)
-	}
+	servertest.CheckCounters(t, st, msgs)
 	return msgs
 }
 

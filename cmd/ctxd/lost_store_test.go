@@ -26,6 +26,7 @@ func TestLostStore(t *testing.T) {
 		{"deleted", os.Remove},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			d := t.TempDir()
 			copyDir(t, dir, d)
 			if err := tc.lose(server.StorePath(d)); err != nil {

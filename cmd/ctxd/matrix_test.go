@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,8 +33,8 @@ func seedMatrix(t *testing.T) *matrixSeed {
 	s.delta = ts.store("delta", msg("user", "the capybara naps"), msg("assistant", "the capybara wakes at noon"))
 	for _, sess := range []string{"alpha", "beta", "gamma", "delta"} {
 		for _, m := range allMessages(ts, sess) {
-			s.contents[m["id"].(string)] = m["content"].(string)
-			s.sessions[m["id"].(string)] = sess
+			s.contents[m.ID] = m.Content
+			s.sessions[m.ID] = sess
 		}
 	}
 	ts.Stop()
@@ -277,6 +278,7 @@ func matrixCases() []matrixCase {
 // hold nothing acknowledged, is tolerated). Every acknowledged message the
 // damage did not destroy is served with its content.
 func TestCorruptionMatrix(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the real binary once per damage case")
 	}
@@ -285,23 +287,36 @@ func TestCorruptionMatrix(t *testing.T) {
 	if len(cases) < 20 {
 		t.Fatalf("%d damage cases, want at least 20", len(cases))
 	}
+	var mu sync.Mutex
 	outcomes := map[string]string{} // case -> outcome seen, for the cases that ran
 	failed := 0
-	for _, tc := range cases {
-		if !t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			copyDir(t, seed.dir, dir)
-			tc.damage(t, dir, seed)
-			got := runMatrixCase(t, dir, seed, tc)
-			outcomes[tc.name] = got
-			if got != tc.want {
-				t.Fatalf("outcome %q, want %q", got, tc.want)
-			}
-		}) {
-			failed++
-			outcomes[tc.name] += " FAILED"
+	// The cases run in parallel, each on its own copy of the seed and its
+	// own binary; the group returns when all have.
+	t.Run("cases", func(t *testing.T) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				t.Cleanup(func() {
+					if t.Failed() {
+						mu.Lock()
+						failed++
+						outcomes[tc.name] += " FAILED"
+						mu.Unlock()
+					}
+				})
+				dir := t.TempDir()
+				copyDir(t, seed.dir, dir)
+				tc.damage(t, dir, seed)
+				got := runMatrixCase(t, dir, seed, tc)
+				mu.Lock()
+				outcomes[tc.name] = got
+				mu.Unlock()
+				if got != tc.want {
+					t.Fatalf("outcome %q, want %q", got, tc.want)
+				}
+			})
 		}
-	}
+	})
 	var report []string
 	for _, tc := range cases {
 		if got, ok := outcomes[tc.name]; ok {

@@ -125,6 +125,7 @@ func TestMCPTenantIsolationPerTool(t *testing.T) {
 // SDK's default scope, "public", let any intermediary keep one tenant's
 // session status and serve it to another.
 func TestMCPResultsPrivate(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t)
 	ts.as(keyA).store("mine", msg("user", "hello"))
 	cs := mcpOverHTTP(t, ts, keyA)

@@ -286,6 +286,7 @@ func TestMCPStdioBadFlags(t *testing.T) {
 // batch the allowance cannot cover is refused whole, 429, before any call
 // runs.
 func TestMCPBatchRateLimited(t *testing.T) {
+	t.Parallel()
 	ts := startWithKeys(t, func(c *Config) { c.RateLimit, c.RateBurst = 0.01, 3 })
 	batch := func(n int) string {
 		calls := make([]string, n)

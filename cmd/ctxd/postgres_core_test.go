@@ -4,22 +4,21 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory/pgstore/pgtest"
 )
 
 // TestCoreOnPostgres runs the core of the HTTP suite again with its
-// servers on PostgreSQL (startServer reads the test's name): edits with a
+// servers on PostgreSQL (servertest.PostgresFor reads the test's name): edits with a
 // restart and the offline verify, MCP over HTTP and the dashboard's pages
 // (internal/server's runs the sessions, messages, context, search,
 // compaction, idempotency and gateway ones). A subset, to keep `make test` short: the rest of the suite is
 // the same code above the memory.Store both backends pass the contract of.
 func TestCoreOnPostgres(t *testing.T) {
+	t.Parallel()
 	pgtest.DSN(t) // skips (or fails, in CI) here when there is no server
 	for _, c := range []struct {
 		name string
@@ -35,47 +34,13 @@ func TestCoreOnPostgres(t *testing.T) {
 	}
 }
 
-const corePrefix = "TestCoreOnPostgres/"
-
-// pgDirs maps a test server's data dir to its PostgreSQL schema, so that
-// a test restarting its server on the same dir finds its data again.
-var pgDirs sync.Map
-
-// postgresFor is the --store of a server that a test under
-// TestCoreOnPostgres starts on dir ("" for any other test).
-func postgresFor(t testing.TB, dir string) string {
-	if !strings.HasPrefix(t.Name(), corePrefix) {
-		return ""
-	}
-	if dsn, ok := pgDirs.Load(dir); ok {
-		return dsn.(string)
-	}
-	dsn, _ := pgDirs.LoadOrStore(dir, pgtest.DSN(t))
-	return dsn.(string)
-}
-
 // storeFlag is the --store of an admin verb on dir: the data dir of a
 // server on PostgreSQL holds its index, not its store.
 func storeFlag(dir string) []string {
-	if dsn, ok := pgDirs.Load(dir); ok {
-		return []string{"--store", dsn.(string)}
+	if dsn, ok := servertest.OnPostgres(dir); ok {
+		return []string{"--store", dsn}
 	}
 	return nil
-}
-
-// hasMirror reports whether the server on dir keeps a cold mirror there:
-// not on PostgreSQL, where the cold originals are rows of the database.
-func hasMirror(dir string) bool {
-	_, pg := pgDirs.Load(dir)
-	return !pg
-}
-
-// checkOnPostgres fails a test that was to run on PostgreSQL and whose
-// server wrote an embedded store instead.
-func checkOnPostgres(t testing.TB, dir string) {
-	if _, err := os.Stat(filepath.Join(dir, "ctxd.db")); err == nil {
-		t.Fatalf("%s: the server wrote an embedded store in %s, not to PostgreSQL", t.Name(), dir)
-	}
 }
 
 // testDashboardPages: the dashboard lists a session, shows its messages,

@@ -20,6 +20,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // every message in every state, cold storage, four kinds of search), and
 // the export of the data dir made from PostgreSQL is the original export.
 func TestMoveToPostgresAndBack(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	src, back := t.TempDir(), t.TempDir()
 	ts := startServer(t, src)
@@ -77,6 +78,7 @@ func TestMoveToPostgresAndBack(t *testing.T) {
 // ctxd migrate brings a new database to the schema, then finds nothing to
 // do; it refuses the embedded store, which has no migrations.
 func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.DSN(t)
 	if out := mustRun(t, "migrate", "--store", dsn); strings.TrimSpace(out) != fmt.Sprintf("schema at version %d", pgstore.SchemaVersion()) {
 		t.Fatalf("migrate of a new database said %q", out)

@@ -15,6 +15,7 @@ import (
 // is writable again the same index serves. The index dir is bind-mounted
 // read-only over itself (skipped where mounting is not allowed).
 func TestReadOnlyIndexIsNotCorrupt(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("mounts")
 	}

@@ -110,6 +110,7 @@ func TestIndexRebuiltAtStart(t *testing.T) {
 	}
 	for name, damage := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			copyDir(t, base, dir)
 			damage(t, filepath.Join(dir, "index"))

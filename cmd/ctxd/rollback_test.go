@@ -51,6 +51,7 @@ func zeroNewestMeta(t *testing.T, path string) {
 // was then clean); verify names the message lost; --allow-store-rollback
 // starts on the store as it is, keeping the old index aside.
 func TestStoreRollbackRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ts.store("s", msg("user", "the penguins march at noon"))
@@ -89,6 +90,7 @@ func TestStoreRollbackRefused(t *testing.T) {
 // reports index_unusable (it failed outright, reading it as a directory)
 // and verify --repair rebuilds it.
 func TestVerifyIndexPathIsAFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, dir)
 	ts.store("s", msg("user", "the penguins march at noon"))

@@ -33,9 +33,9 @@ func TestSearchScoresPerTenant(t *testing.T) {
 		}
 		out := map[string]float64{}
 		for _, r := range res {
-			out[r["id"].(string)] = r["score"].(float64)
+			out[r.ID] = r.Score
 		}
-		return out, res[0]["content"].(string)
+		return out, res[0].Content
 	}
 	before, first := scores()
 	if first != note {

@@ -12,6 +12,7 @@ import (
 // The running build is said in one form everywhere: `ctxd --version`,
 // /healthz and the dashboard's footer.
 func TestVersionShown(t *testing.T) {
+	t.Parallel()
 	want := version.Get().String()
 	if r := runCLI(t, nil, "--version"); r.Code != 0 || strings.TrimSpace(r.Out) != "ctxd "+want {
 		t.Errorf("ctxd --version: exit %d, %q, want %q", r.Code, r.Out, "ctxd "+want)

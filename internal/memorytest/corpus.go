@@ -34,3 +34,13 @@ func ZipfCorpus(n int, seed int64) []string {
 	}
 	return out
 }
+
+// Chatter is turn i of a filler conversation: text in the shape of a real
+// turn, on six topics, two to a turn, so that turns share words and none
+// stands out to a query.
+func Chatter(i int) string {
+	topics := []string{"the weather was mild so we walked along the river", "lunch was a sandwich from the corner shop",
+		"the train ran late again this morning", "we talked about a film neither of us liked much",
+		"the garden needs watering after the dry week", "a neighbour is repainting their fence"}
+	return fmt.Sprintf("turn %d: %s, and then %s.", i, topics[i%len(topics)], topics[(i*7+3)%len(topics)])
+}

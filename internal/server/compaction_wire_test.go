@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -37,7 +38,7 @@ func TestAutoCompactionUnderBudget(t *testing.T) {
 	if compactions == 0 {
 		t.Fatal("no compaction ran")
 	}
-	checkReachable(t, ts, "auto", acked)
+	servertest.CheckReachable(t, ts.allMessages("auto"), acked)
 	if st := ts.session("auto"); st.Compactions < 1 || st.Summaries < 1 || st.Messages.Dropped < 1 {
 		t.Fatalf("status after compactions = %+v", st)
 	}
@@ -70,7 +71,7 @@ func TestAutoCompactionUnderBudget(t *testing.T) {
 	if len(cold) == 0 {
 		t.Fatal("nothing cold")
 	}
-	if hasMirror(ts.Dir) {
+	if servertest.HasMirror(ts.Dir) {
 		mirror := readMirror(t, filepath.Join(ts.Dir, "cold", "default", "auto.jsonl.gz"))
 		inMirror := map[string]bool{}
 		for _, c := range mirror {
@@ -147,7 +148,7 @@ func TestCompactDryRunAndProtection(t *testing.T) {
 	if gone[ids[n-5]] != gone[ids[n-4]] {
 		t.Fatal("a tool call was separated from its result")
 	}
-	checkReachable(t, ts, "d", ids)
+	servertest.CheckReachable(t, ts.allMessages("d"), ids)
 }
 
 func TestRecoverAndFlush(t *testing.T) {
@@ -218,7 +219,7 @@ func TestRecoverAndFlush(t *testing.T) {
 	if pinned != 1 {
 		t.Fatalf("%d pinned notes", pinned)
 	}
-	checkReachable(t, ts, "f", acked)
+	servertest.CheckReachable(t, ts.allMessages("f"), acked)
 
 	// After the TTL the purge removes cold chunks from the store and the
 	// indexes, and logs them.

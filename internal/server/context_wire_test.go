@@ -5,74 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
-	"github.com/ctxd/ctxd/tokenizer"
 )
-
-// testTokenizer is shared by the tests: an encoding loads (and is checked
-// against tiktoken-go) once per tokenizer, ~0.3 s, which a count per
-// message would pay again and again.
-var testTokenizer = sync.OnceValue(tokenizer.New)
-
-// recount counts a returned window exactly, as the client would send it.
-func recount(t *testing.T, msgs []api.WindowMessage, prompt string) int {
-	t.Helper()
-	tok := testTokenizer()
-	total := memory.ReplyPriming
-	if prompt != "" {
-		n, _ := memory.MessageTokens(tok, memory.EncodingO200k, &memory.Message{Role: memory.RoleUser, Content: prompt})
-		total += n
-	}
-	for _, m := range msgs {
-		wm := &memory.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls}
-		n, err := memory.MessageTokens(tok, memory.EncodingO200k, wm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += n
-	}
-	return total
-}
-
-// checkSequence asserts the window is a valid OpenAI chat sequence.
-func checkSequence(t *testing.T, msgs []api.WindowMessage) {
-	t.Helper()
-	open := map[string]bool{}
-	seenNonSystem := false
-	for i, m := range msgs {
-		if m.Role == memory.RoleSystem && seenNonSystem {
-			t.Fatalf("message %d: system message after the conversation started", i)
-		}
-		if m.Role != memory.RoleSystem {
-			seenNonSystem = true
-		}
-		if m.Role != memory.RoleTool && len(open) > 0 {
-			t.Fatalf("message %d: tool calls %v left without results", i, open)
-		}
-		switch m.Role {
-		case memory.RoleAssistant:
-			for _, tc := range m.ToolCalls {
-				open[tc.ID] = true
-			}
-		case memory.RoleTool:
-			if !open[m.ToolCallID] {
-				t.Fatalf("message %d: tool result %s without the call before it", i, m.ToolCallID)
-			}
-			delete(open, m.ToolCallID)
-		}
-		if m.Source == "" {
-			t.Fatalf("message %d has no source", i)
-		}
-	}
-	if len(open) > 0 {
-		t.Fatalf("window ends with unanswered tool calls %v", open)
-	}
-}
 
 func toolTurn(i int, output string) []api.MessageIn {
 	id := fmt.Sprintf("call_%d", i)
@@ -98,14 +37,14 @@ func TestContextExactBudgetAndValidSequence(t *testing.T) {
 	for _, max := range []int{400, 1000, 2500, 8000, 60000} {
 		prompt := "did step 3 compile package 3?"
 		w := ts.context("c", "", api.ContextIn{Prompt: prompt, MaxTokens: maxTokens(max)})
-		got := recount(t, w.Messages, prompt)
+		got := servertest.Recount(t, w.Messages, prompt)
 		if got > max {
 			t.Fatalf("max_tokens %d: window costs %d by exact recount", max, got)
 		}
 		if w.Tokens != got || w.Budget.Used != got {
 			t.Fatalf("max_tokens %d: reported %v tokens, recount %d", max, w.Tokens, got)
 		}
-		checkSequence(t, w.Messages)
+		servertest.CheckSequence(t, w.Messages)
 		if w.Messages[0].Source != "pinned" {
 			t.Fatalf("max_tokens %d: the pinned system prompt is not first", max)
 		}
@@ -146,7 +85,7 @@ func TestContextExactBudgetAndValidSequence(t *testing.T) {
 	if st := ts.session("c"); st.Tokens >= raw {
 		t.Fatalf("session tokens %v do not reflect pruning (stored %d)", st.Tokens, raw)
 	}
-	if got := recount(t, small.Messages, "status"); got != small.Tokens {
+	if got := servertest.Recount(t, small.Messages, "status"); got != small.Tokens {
 		t.Fatalf("small window: reported %v, recount %d", small.Tokens, got)
 	}
 }
@@ -190,10 +129,10 @@ func TestContextRecoversRelevantColdTurns(t *testing.T) {
 	if !found || !slices.Contains(w.Recovered, fact[1]) {
 		t.Fatalf("the relevant cold turn was not recovered: %v", w.Recovered)
 	}
-	if recount(t, w.Messages, prompt) > 800 {
+	if servertest.Recount(t, w.Messages, prompt) > 800 {
 		t.Fatal("window over budget")
 	}
-	checkSequence(t, w.Messages)
+	servertest.CheckSequence(t, w.Messages)
 	recs := readEvents(t, ts.Dir+"/logs/recoveries.jsonl")
 	if len(recs) == 0 || recs[0]["prompt"] != prompt || recs[0]["score"] == nil {
 		t.Fatalf("recoveries log = %v", recs)
@@ -244,10 +183,10 @@ func TestContextRecoveriesStayUnderTrigger(t *testing.T) {
 	for i, prompt := range []string{chatter(3), chatter(40), chatter(77), chatter(101)} {
 		before := ts.session("u")
 		w := ts.context("u", "", api.ContextIn{Prompt: prompt, MaxTokens: maxTokens(900)})
-		if recount(t, w.Messages, prompt) > 900 {
+		if servertest.Recount(t, w.Messages, prompt) > 900 {
 			t.Fatalf("call %d: window over budget", i)
 		}
-		checkSequence(t, w.Messages)
+		servertest.CheckSequence(t, w.Messages)
 		states := map[string]memory.State{}
 		for _, m := range ts.allMessages("u") {
 			states[m.ID] = m.State

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -55,6 +56,11 @@ func TestEditAndDeleteRefusals(t *testing.T) {
 		{"pin a cold message", "PATCH", "/v1/messages/" + source, `{"pinned": true}`, 409, "conflict", "recover it first"},
 		{"delete unknown id", "DELETE", "/v1/messages/01NOPE", nil, 404, "not_found", "01NOPE"},
 		{"delete group=maybe", "DELETE", "/v1/messages/" + u + "?group=maybe", nil, 400, "invalid_request", "group"},
+		// The pinned budget's rules: memory's TestPinnedBudget.
+		{"past the pinned budget", "POST", "/v1/sessions/r/messages", map[string]any{"messages": []any{map[string]any{"role": "assistant",
+			"pinned": true, "content": strings.Repeat("NOTE: deploy with make ship after the freeze. ", 40)}}}, 409, "conflict", "pinned budget"},
+		{"pinned_max_pct a string", "PUT", "/v1/sessions/r", `{"pinned_max_pct": "0.3"}`, 400, "invalid_request", "pinned_max_pct"},
+		{"pinned_max_pct over 1", "PUT", "/v1/sessions/r", `{"pinned_max_pct": 1.5}`, 400, "invalid_request", "pinned_max_pct"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -153,7 +159,7 @@ func TestDeleteToolGroup(t *testing.T) {
 		ts.message(id)
 	}
 	w := ts.context("g", "", api.ContextIn{Prompt: "what is in /srv?"})
-	checkSequence(t, w.Messages)
+	servertest.CheckSequence(t, w.Messages)
 	if n := len(w.Messages); n != 2 {
 		t.Fatalf("window has %d messages, want the 2 left", n)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxd/ctxd/api"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
 )
 
@@ -85,12 +86,12 @@ func TestInvariantsUnderRandomOperations(t *testing.T) {
 				}
 				var w api.Context
 				ts.decode(r, &w)
-				checkSequence(t, w.Messages)
-				if got := recount(t, w.Messages, ""); got > max+600 { // prompt counted separately
+				servertest.CheckSequence(t, w.Messages)
+				if got := servertest.Recount(t, w.Messages, ""); got > max+600 { // prompt counted separately
 					t.Fatalf("step %d: window %d over max_tokens %d", step, got, max)
 				}
 			}
-			checkReachable(t, ts, session, acked)
+			servertest.CheckReachable(t, ts.allMessages(session), acked)
 			checkCounters(t, ts, session)
 			st := ts.session(session)
 			if os.Getenv("CTXD_TEST_TRACE") != "" {
@@ -175,7 +176,7 @@ func TestConcurrentWritersCompactionsAndContext(t *testing.T) {
 	if len(acked) != writers*per {
 		t.Fatalf("%d writes acknowledged, want %d", len(acked), writers*per)
 	}
-	checkReachable(t, ts, "busy", acked)
+	servertest.CheckReachable(t, ts.allMessages("busy"), acked)
 	msgs := checkCounters(t, ts, "busy")
 	originals := 0
 	for _, m := range msgs {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/httpapi"
+	"github.com/ctxd/ctxd/internal/memorytest"
 	"github.com/ctxd/ctxd/internal/server"
 	"github.com/ctxd/ctxd/internal/server/servertest"
 	"github.com/ctxd/ctxd/memory"
@@ -47,7 +48,7 @@ func startServer(t testing.TB, dir string, mutate ...func(*server.Config)) *test
 	for _, f := range mutate {
 		f(&cfg)
 	}
-	pg := postgresFor(t, cfg.DataDir)
+	pg := servertest.PostgresFor(t, cfg.DataDir)
 	if pg != "" {
 		cfg.Store = pg
 	}
@@ -56,7 +57,7 @@ func startServer(t testing.TB, dir string, mutate ...func(*server.Config)) *test
 		t.Fatalf("start server: %v", err)
 	}
 	if pg != "" {
-		checkOnPostgres(t, cfg.DataDir)
+		servertest.CheckOnPostgres(t, cfg.DataDir)
 	}
 	ts := &testServer{t: t, Main: m, URL: "http://" + m.Addr.String(), Dir: dir, now: cfg.Clock}
 	t.Cleanup(ts.Stop)
@@ -170,16 +171,7 @@ func (ts *testServer) search(in api.SearchIn) []api.SearchResult {
 // allMessages is every message of session, in every state, oldest first.
 func (ts *testServer) allMessages(session string) []api.Message {
 	ts.t.Helper()
-	var out []api.Message
-	cursor := ""
-	for {
-		var page api.MessageList
-		ts.call(200, "GET", "/v1/sessions/"+session+"/messages?state=all&limit=1000&cursor="+cursor, nil, &page)
-		out = append(out, page.Messages...)
-		if cursor = page.NextCursor; cursor == "" {
-			return out
-		}
-	}
+	return servertest.Messages(ts.t, ts.URL, ts.Header, session)
 }
 
 func (ts *testServer) cold(session, query string) []api.ColdChunk {
@@ -190,12 +182,7 @@ func (ts *testServer) cold(session, query string) []api.ColdChunk {
 }
 
 // chatter is filler in the shape of a real conversation turn.
-func chatter(i int) string {
-	topics := []string{"the weather was mild so we walked along the river", "lunch was a sandwich from the corner shop",
-		"the train ran late again this morning", "we talked about a film neither of us liked much",
-		"the garden needs watering after the dry week", "a neighbour is repainting their fence"}
-	return fmt.Sprintf("turn %d: %s, and then %s.", i, topics[i%len(topics)], topics[(i*7+3)%len(topics)])
-}
+var chatter = memorytest.Chatter
 
 // turn is chatter(i) from the user on even turns, the assistant on odd.
 func turn(i int) api.MessageIn {
@@ -229,31 +216,6 @@ func readEvents(t *testing.T, path string) []api.Event {
 		out = append(out, m)
 	}
 	return out
-}
-
-// checkReachable asserts that every acknowledged id is retrievable, in the
-// window or cold, and a summarized one is listed in a summary's sources.
-func checkReachable(t *testing.T, ts *testServer, session string, acked []string) {
-	t.Helper()
-	byID := map[string]api.Message{}
-	sources := map[string]bool{}
-	for _, m := range ts.allMessages(session) {
-		byID[m.ID] = m
-		if m.Kind == "summary" {
-			for _, s := range m.Sources {
-				sources[s] = true
-			}
-		}
-	}
-	for _, id := range acked {
-		m, ok := byID[id]
-		if !ok {
-			t.Fatalf("acknowledged message %s is gone", id)
-		}
-		if m.State == memory.StateSummarized && !sources[id] {
-			t.Fatalf("summarized message %s is in no summary's sources", id)
-		}
-	}
 }
 
 // API keys of two tenants and of an admin, for startWithKeys.
@@ -312,9 +274,7 @@ func (ts *testServer) events(stream, session string) []api.Event {
 
 func (ts *testServer) message(id string) *api.Message {
 	ts.t.Helper()
-	var m api.Message
-	ts.call(200, "GET", "/v1/messages/"+id, nil, &m)
-	return &m
+	return servertest.Message(ts.t, ts.URL, ts.Header, id)
 }
 
 func (ts *testServer) patch(id string, p any) *api.Message {
@@ -333,26 +293,7 @@ func checkCounters(t *testing.T, ts *testServer, session string) []api.Message {
 		t.Fatal(err)
 	}
 	msgs := ts.allMessages(session)
-	st := ts.session(session)
-	var counts memory.Counts
-	summaries := 0
-	seen := map[string]bool{}
-	for _, m := range msgs {
-		if seen[m.ID] {
-			t.Fatalf("message %s listed twice", m.ID)
-		}
-		seen[m.ID] = true
-		counts.Add(m.State, 1)
-		if m.Kind == "summary" {
-			summaries++
-		}
-	}
-	if st.Messages != counts {
-		t.Fatalf("status says %+v, messages say %+v", st.Messages, counts)
-	}
-	if st.Summaries != summaries {
-		t.Fatalf("status says %v summaries, messages say %v", st.Summaries, summaries)
-	}
+	servertest.CheckCounters(t, ts.session(session), msgs)
 	return msgs
 }
 
@@ -364,29 +305,7 @@ func checkCounters(t *testing.T, ts *testServer, session string) []api.Message {
 func checkTotals(t *testing.T, ts *testServer, session string) ([]api.Message, int) {
 	t.Helper()
 	msgs := checkCounters(t, ts, session)
-	window, pinned := 0, 0
-	for _, m := range msgs {
-		if exact := messageTokens(t, m); m.Tokens != exact {
-			t.Fatalf("message %s says %d tokens, its content counts %d", m.ID, m.Tokens, exact)
-		}
-		if !m.State.InWindow() {
-			continue
-		}
-		window += m.Tokens
-		if m.Pinned || (m.Role == memory.RoleSystem && m.Kind != "summary") {
-			pinned += m.Tokens
-		}
-	}
-	if got := ts.session(session).Tokens; got != window {
-		t.Fatalf("session %s says %d tokens, its window's messages add up to %d", session, got, window)
-	}
-	return msgs, pinned
-}
-
-// messageTokens is the exact cost of one message.
-func messageTokens(t *testing.T, m api.Message) int {
-	t.Helper()
-	return recount(t, []api.WindowMessage{{Message: m}}, "") - memory.ReplyPriming
+	return msgs, servertest.CheckTokens(t, ts.session(session), msgs)
 }
 
 // chat stores n turns of chatter, alternating user and assistant, four to a

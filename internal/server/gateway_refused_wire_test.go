@@ -1,11 +1,14 @@
-package main
+package server_test
 
 import (
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/ctxd/ctxd/api"
 	"github.com/ctxd/ctxd/internal/fakemodel"
+	"github.com/ctxd/ctxd/internal/server"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 )
 
 // A gateway request ctxd refuses is refused whole: 400, nothing sent
@@ -24,7 +27,7 @@ func TestGatewayRefusedRequestsLeaveNothing(t *testing.T) {
 		fakemodel.OpenAIAnswer(w, "ok")
 	}
 	up := fakemodel.NewRecorder(t, answer)
-	ts := startServer(t, t.TempDir(), func(c *Config) {
+	ts := startServer(t, t.TempDir(), func(c *server.Config) {
 		c.UpstreamOpenAIURL = up.URL + "/v1"
 		c.UpstreamAnthropicURL = up.URL
 	})
@@ -46,34 +49,23 @@ func TestGatewayRefusedRequestsLeaveNothing(t *testing.T) {
 		{"anthropic a tool result alone", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"gone","content":"r"}]}]}`},
 	} {
 		session := strings.ReplaceAll(c.name, " ", "-")
-		res := ts.as("sk-upstream").on(t).doWith(http.Header{"X-Ctxd-Session": {session}, "X-Ctxd-Context-Window": {"16000"}, "X-Api-Key": {"sk-upstream"}}, "POST", c.path, c.body)
-		if res.Status != 400 {
-			t.Errorf("%s: %d %s, want 400", c.name, res.Status, res.Raw)
+		h := http.Header{"Authorization": {"Bearer sk-upstream"}, "X-Ctxd-Session": {session}, "X-Ctxd-Context-Window": {"16000"}, "X-Api-Key": {"sk-upstream"}}
+		if status, raw := servertest.Do(t, "POST", ts.URL+c.path, h, c.body); status != 400 {
+			t.Errorf("%s: %d %s, want 400", c.name, status, raw)
 		}
 	}
 	if n := up.Count(); n != 0 {
 		t.Errorf("%d refused requests reached the upstream, first %s", n, up.Requests()[0].Raw)
 	}
-	if list := ts.mustDo(200, "GET", "/v1/sessions", nil)["sessions"].([]any); len(list) != 0 {
-		t.Errorf("refused requests left %d sessions: %v", len(list), list)
+	var list api.SessionList
+	ts.call(200, "GET", "/v1/sessions", nil, &list)
+	if len(list.Sessions) != 0 {
+		t.Errorf("refused requests left %d sessions: %+v", len(list.Sessions), list.Sessions[0])
 	}
 	// The same conversation, valid, goes through and makes the session.
-	res := ts.as("sk-upstream").on(t).doWith(http.Header{"X-Ctxd-Session": {"refused"}}, "POST", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"café"}]}`)
-	if res.Status != 200 || up.Count() != 1 {
-		t.Fatalf("valid request: %d %s, %d upstream requests", res.Status, res.Raw, up.Count())
+	h := http.Header{"Authorization": {"Bearer sk-upstream"}, "X-Ctxd-Session": {"refused"}}
+	status, raw := servertest.Do(t, "POST", ts.URL+"/v1/chat/completions", h, `{"model":"gpt-4o","messages":[{"role":"user","content":"café"}]}`)
+	if status != 200 || up.Count() != 1 {
+		t.Fatalf("valid request: %d %s, %d upstream requests", status, raw, up.Count())
 	}
-}
-
-// doWith is do with more headers.
-func (ts *testServer) doWith(h http.Header, method, path string, body any) resp {
-	ts.t.Helper()
-	c := *ts
-	c.Header = ts.Header.Clone()
-	if c.Header == nil {
-		c.Header = http.Header{}
-	}
-	for k, v := range h {
-		c.Header[k] = v
-	}
-	return c.do(method, path, body)
 }
