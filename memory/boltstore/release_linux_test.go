@@ -43,6 +43,20 @@ func TestForEachVectorReleasesPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// What a scan leaves resident without a release: every vector read
+	// through the mapping, as the load reads them.
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		sum := 0
+		return tx.Bucket(bucketVectors).ForEach(func(_, v []byte) error {
+			for _, b := range v {
+				sum += int(b)
+			}
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	read := mappedRSS(t, path)
 	seen := 0
 	err := s.ForEachVector(context.Background(), func(*memory.Message) error { seen++; return nil }, nil)
 	if err != nil || seen != n {
@@ -57,11 +71,16 @@ func TestForEachVectorReleasesPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Without the release, the bucket's pages and the file around them
-	// stay (~2.5 times the bucket); with it, what the kernel maps past the
-	// part of the file in use, and what a later read faults back in.
-	t.Logf("%d kB of the file resident after the load, the bucket's pages %d kB", rss>>10, bucket>>10)
-	if rss > bucket/4 {
-		t.Fatalf("after the load %d kB of the file stay resident (the bucket's pages: %d kB)", rss>>10, bucket>>10)
+	// stay, as after the plain scan above (~2.5 times the bucket); with it,
+	// a remainder that varies with the machine (0.9 MB here, 4-11 MB under
+	// the race detector on a loaded machine): compared with what the same
+	// scan leaves without a release, not with a fixed size.
+	t.Logf("%d kB of the file resident after the load, %d kB after a scan without release, the bucket's pages %d kB", rss>>10, read>>10, bucket>>10)
+	if read < bucket {
+		t.Fatalf("a scan without release left only %d kB resident of a %d kB bucket: the comparison says nothing", read>>10, bucket>>10)
+	}
+	if rss > read/2 {
+		t.Fatalf("after the load %d kB of the file stay resident, against %d kB after a scan without release (the bucket's pages: %d kB)", rss>>10, read>>10, bucket>>10)
 	}
 }
 
