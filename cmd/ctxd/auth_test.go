@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxd/ctxd/httpapi"
 	"github.com/ctxd/ctxd/internal/server"
+	"github.com/ctxd/ctxd/internal/server/servertest"
 )
 
 const (
@@ -399,7 +400,7 @@ func TestCompactionsAreBounded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	checkNoOverlappingCompactions(t, ts.Dir, "")
+	servertest.CheckNoOverlappingCompactions(t, ts.Dir, "")
 }
 
 // API answers, refusals included, are neither sniffed nor cached: they

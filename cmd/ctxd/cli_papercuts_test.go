@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/ctxd/ctxd/internal/server/servertest"
 )
 
 // What a table shows of a message: search prints the part that matched,
@@ -27,7 +29,7 @@ func TestCLIShowsWhatMatters(t *testing.T) {
 		t.Errorf("search does not show the matching part of the message:\n%s", strings.Join(rows, "\n"))
 	}
 
-	dropInStore(t, ts, "ops", ids[1], ids[2], ids[3])
+	servertest.DropInStore(t, ts.Main.Store, ts.now(), "ops", ids[1], ids[2], ids[3])
 	ts.store("ops", msg("user", "next"))
 	out := ts.cli(t, 0, "cold", "list", "--session", "ops").Out
 	if !strings.Contains(out, `→ bash {"command": "kubectl get pods -n zanzibar"}`) {

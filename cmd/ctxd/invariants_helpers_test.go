@@ -1,12 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
@@ -39,39 +34,4 @@ func checkCounters(t *testing.T, ts *testServer, session string) []api.Message {
 	}
 	servertest.CheckCounters(t, st, msgs)
 	return msgs
-}
-
-// checkNoOverlappingCompactions reads the compaction log: one session's
-// compactions (every session's, for session "") must run one after another.
-func checkNoOverlappingCompactions(t *testing.T, dir, session string) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "logs", "compaction.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type span struct{ start, end time.Time }
-	var spans []span
-	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		var ev struct {
-			Session   string    `json:"session"`
-			StartedAt time.Time `json:"started_at"`
-			Time      time.Time `json:"time"`
-		}
-		if err := json.Unmarshal(line, &ev); err != nil {
-			t.Fatalf("compaction log line %q: %v", line, err)
-		}
-		if session == "" || ev.Session == session { // "": every session
-			spans = append(spans, span{ev.StartedAt, ev.Time})
-		}
-	}
-	if len(spans) < 2 {
-		t.Fatalf("%d compactions logged, want several", len(spans))
-	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
-	for i := 1; i < len(spans); i++ {
-		if spans[i].start.Before(spans[i-1].end) {
-			t.Fatalf("compactions overlap: %v-%v and %v-%v", spans[i-1].start, spans[i-1].end, spans[i].start, spans[i].end)
-		}
-	}
-	t.Logf("%d compactions of %s, none overlapping", len(spans), session)
 }

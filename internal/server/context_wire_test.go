@@ -302,7 +302,7 @@ func TestContextRecoversTheOnlyColdMessage(t *testing.T) {
 		ts.store("one", turn(i))
 	}
 	// Drop the fact straight in the store, as a compaction would.
-	dropInStore(t, ts, "one", ids[1])
+	servertest.DropInStore(t, ts.Main.Store, ts.now(), "one", ids[1])
 	ts.store("one", msg("user", "one more turn, so the index catches up")) // a write syncs the index
 	w := ts.context("one", "", api.ContextIn{Prompt: "what is the office wifi password?", MaxTokens: maxTokens(300)})
 	m, ok := windowMessage(w, ids[1])
@@ -344,7 +344,7 @@ func TestContextRecoversTheAnswerToAQuestionAskedBack(t *testing.T) {
 		ts.store("qa", turn(i))
 	}
 	// Drop the conversation straight in the store, as a compaction would.
-	dropInStore(t, ts, "qa", cold...)
+	servertest.DropInStore(t, ts.Main.Store, ts.now(), "qa", cold...)
 	ts.store("qa", msg("user", "one more turn, so the index catches up")) // a write syncs the index
 	w := ts.context("qa", "", api.ContextIn{Prompt: "How long has Mel been making pottery?", MaxTokens: maxTokens(220)})
 	got := map[string]string{}
@@ -408,7 +408,7 @@ func TestContextRanksActiveTurnsWithColdOnes(t *testing.T) {
 	for i := range 4 {
 		ts.store("mix", msg([]string{"user", "assistant"}[i%2], chatter(i)+" "+chatter(i+10)+" "+chatter(i+20)+" "+chatter(i+30)))
 	}
-	dropInStore(t, ts, "mix", weak...)
+	servertest.DropInStore(t, ts.Main.Store, ts.now(), "mix", weak...)
 	ts.store("mix", msg("user", "one more turn, so the index catches up"))
 	w := ts.context("mix", "", api.ContextIn{Prompt: "what is the office wifi password?", MaxTokens: maxTokens(600)})
 	recovered, source := 0, ""
@@ -425,29 +425,6 @@ func TestContextRanksActiveTurnsWithColdOnes(t *testing.T) {
 	}
 	if source != "working" {
 		t.Fatalf("the active turn that answers came as %q beside %d recovered cold turns: %+v", source, recovered, w.Budget)
-	}
-}
-
-// dropInStore moves messages to cold storage straight in the store, as a
-// compaction would (the index learns of it with the next write).
-func dropInStore(t *testing.T, ts *testServer, session string, ids ...string) {
-	t.Helper()
-	ctx := memory.NewContextWithTenant(t.Context(), memory.DefaultTenant)
-	if _, err := ts.Main.Store.Update(ctx, memory.DefaultTenant, session, func(tx memory.SessionTx) error {
-		for _, id := range ids {
-			m, err := tx.Message(id)
-			if err != nil {
-				return err
-			}
-			m.State = memory.StateDropped
-			m.Cold = &memory.ColdInfo{DropReason: memory.ReasonLowRelevance, DroppedAt: ts.now(), RecoverableUntil: ts.now().Add(time.Hour)}
-			if err := tx.Put(m); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 }
 

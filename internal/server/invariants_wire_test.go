@@ -1,13 +1,10 @@
 package server_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -187,40 +184,5 @@ func TestConcurrentWritersCompactionsAndContext(t *testing.T) {
 	if originals != len(acked) {
 		t.Fatalf("%d original messages stored, %d acknowledged", originals, len(acked))
 	}
-	checkNoOverlappingCompactions(t, ts.Dir, "busy")
-}
-
-// checkNoOverlappingCompactions reads the compaction log: one session's
-// compactions must run one after another.
-func checkNoOverlappingCompactions(t *testing.T, dir, session string) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "logs", "compaction.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type span struct{ start, end time.Time }
-	var spans []span
-	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		var ev struct {
-			Session   string    `json:"session"`
-			StartedAt time.Time `json:"started_at"`
-			Time      time.Time `json:"time"`
-		}
-		if err := json.Unmarshal(line, &ev); err != nil {
-			t.Fatalf("compaction log line %q: %v", line, err)
-		}
-		if ev.Session == session {
-			spans = append(spans, span{ev.StartedAt, ev.Time})
-		}
-	}
-	if len(spans) < 2 {
-		t.Fatalf("%d compactions logged, want several", len(spans))
-	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
-	for i := 1; i < len(spans); i++ {
-		if spans[i].start.Before(spans[i-1].end) {
-			t.Fatalf("compactions overlap: %v-%v and %v-%v", spans[i-1].start, spans[i-1].end, spans[i].start, spans[i].end)
-		}
-	}
-	t.Logf("%d compactions of %s, none overlapping", len(spans), session)
+	servertest.CheckNoOverlappingCompactions(t, ts.Dir, "busy")
 }
